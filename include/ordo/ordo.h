@@ -1,0 +1,400 @@
+/*
+ * ordo: a task dependency engine behind a stable C ABI.
+ *
+ * A caller creates an engine, creates variables (tags that stand for data) and pushes ops: a
+ * callback plus the variables it reads and the variables it mutates. Two ops that share a
+ * variable, where at least one of them mutates it, run in push order; ops that only read it may
+ * run at the same time; everything else runs concurrently on worker threads.
+ *
+ * Conventions that hold for every function below unless its comment says otherwise:
+ *  - Every fallible function returns an ordo_status; ORDO_OK (0) is success. On failure, a
+ *    readable message is stored for the calling thread (ordo_last_error_message()).
+ *  - No function throws, aborts or reads through a bad handle: a NULL engine, NULL out pointer,
+ *    NULL callback, or a NULL array with a non-zero count is ORDO_ERR_INVALID_ARGUMENT; a variable,
+ *    completion or prepared-op handle that is 0, stale, deleted, from another engine or made up
+ *    is ORDO_ERR_INVALID_HANDLE; an engine pointer that ordo never handed out, or whose memory
+ *    has gone with its last reference, is ORDO_ERR_INVALID_HANDLE.
+ *  - Every function is thread-safe unless its comment says otherwise.
+ *  - Types in signatures are fixed-width integers and pointers only (no enums, bool or structs by
+ *    value), so every FFI can call them.
+ *
+ * This header is valid C99 and C++.
+ */
+#ifndef ORDO_ORDO_H
+#define ORDO_ORDO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#if defined(ORDO_BUILDING_LIBRARY)
+#define ORDO_API __declspec(dllexport)
+#else
+#define ORDO_API __declspec(dllimport)
+#endif
+#elif defined(__GNUC__)
+#define ORDO_API __attribute__((visibility("default")))
+#else
+#define ORDO_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------------------------- */
+/* Version                                                                                     */
+/* ------------------------------------------------------------------------------------------- */
+
+#define ORDO_VERSION_MAJOR 0
+#define ORDO_VERSION_MINOR 1
+#define ORDO_VERSION_PATCH 0
+/** The version this header describes, as one number: major * 10000 + minor * 100 + patch. */
+#define ORDO_VERSION_NUMBER \
+  (ORDO_VERSION_MAJOR * 10000 + ORDO_VERSION_MINOR * 100 + ORDO_VERSION_PATCH)
+
+/** The version of the loaded library, encoded like ORDO_VERSION_NUMBER. Never fails. */
+ORDO_API uint32_t ordo_version(void);
+/** The version of the loaded library as a static string such as "0.1.0". Never NULL. */
+ORDO_API const char* ordo_version_string(void);
+
+/* ------------------------------------------------------------------------------------------- */
+/* Types and status codes                                                                      */
+/* ------------------------------------------------------------------------------------------- */
+
+/** An engine. Opaque, reference counted (ordo_engine_retain / ordo_engine_release). */
+typedef struct ordo_engine ordo_engine;
+/** The execution context of a running op. Valid only inside its callback, on its thread. */
+typedef struct ordo_exec ordo_exec;
+/** A variable handle: 64 bits, generation-checked, tied to one engine. 0 is never valid. */
+typedef uint64_t ordo_var;
+/** A one-shot handle that completes a deferred (asynchronous) op. 0 is never valid. */
+typedef uint64_t ordo_completion;
+/** A prepared op: created once, pushed many times. 0 is never valid. */
+typedef uint64_t ordo_opr;
+/** A status code: ORDO_OK or one of the ORDO_ERR_* values below. */
+typedef int32_t ordo_status;
+
+/**
+ * An op's callback. Runs on a worker thread (or inside the push for the naive engine and for
+ * ORDO_PROP_ASYNC ops). Returns 0 for success or any non-zero user code for failure; the code is
+ * recorded unchanged in the error state of the vars the op mutates. After ordo_exec_defer() the
+ * return value is ignored and the op completes through ordo_complete(). The callback must not
+ * unwind (a C++ exception escaping it is caught and counted as a failure, code ORDO_ERR_OP_FAILED).
+ */
+typedef int32_t (*ordo_fn)(ordo_exec* exec, void* user_data);
+/** Releases an op's user_data. Called exactly once per successful push (see ordo_push_opts). */
+typedef void (*ordo_free_fn)(void* user_data);
+
+#define ORDO_OK 0
+/** A NULL pointer, a NULL array with a non-zero count, an out-of-range field or value. */
+#define ORDO_ERR_INVALID_ARGUMENT 1
+/** A var/completion/prepared-op handle that is 0, stale, deleted, foreign or made up; or an
+ *  engine pointer ordo never handed out or that has been freed by its last release. */
+#define ORDO_ERR_INVALID_HANDLE 2
+/** A waited-for op (or one it depended on) failed; details in ordo_last_error_message(). */
+#define ORDO_ERR_OP_FAILED 3
+/** A timed wait ran out of time. Nothing else happened. */
+#define ORDO_ERR_TIMEOUT 4
+/** The op asked for a device this build or machine does not have. */
+#define ORDO_ERR_NO_DEVICE 5
+/** The engine is shutting down or shut down (ordo_engine_destroy has begun). */
+#define ORDO_ERR_SHUTDOWN 6
+/** Memory or another resource (handle space, threads) ran out. Nothing was pushed. */
+#define ORDO_ERR_NO_MEMORY 7
+/** The call is not valid now: e.g. an exec used outside its callback, a second defer. */
+#define ORDO_ERR_INVALID_STATE 8
+/** The call would wait for work that cannot finish while the caller waits: a wait, destroy or
+ *  last release called from inside an op of the same engine. Nothing happened. */
+#define ORDO_ERR_WOULD_DEADLOCK 9
+/** A struct_size larger than this library knows with non-zero unknown bytes, a non-NULL
+ *  reserved `next` pointer, or unknown flag bits. */
+#define ORDO_ERR_UNSUPPORTED 10
+/** A bug in ordo or an unexpected system error; the message says what. */
+#define ORDO_ERR_INTERNAL 11
+
+/** A static, never-NULL name for a status, e.g. "ORDO_ERR_TIMEOUT". Unknown codes give
+ *  "ORDO_ERR_UNKNOWN". */
+ORDO_API const char* ordo_status_string(ordo_status s);
+
+/**
+ * The message of the last failed call on this thread; "" if there was none. Never NULL. The
+ * pointer stays valid until the next ordo call on this thread. Thread-local: fetch it on the
+ * thread that made the failing call (bindings whose runtime may move between OS threads should
+ * use ordo_last_error_copy inside the same native call).
+ */
+ORDO_API const char* ordo_last_error_message(void);
+/**
+ * Copies the calling thread's last error message into buf (NUL-terminated, truncated to fit
+ * cap bytes; nothing is written when buf is NULL or cap is 0). Returns the full length of the
+ * message, excluding the NUL, so a caller can size a buffer. Never fails.
+ */
+ORDO_API size_t ordo_last_error_copy(char* buf, size_t cap);
+
+/* ------------------------------------------------------------------------------------------- */
+/* Engine                                                                                      */
+/* ------------------------------------------------------------------------------------------- */
+
+/** Engine kinds (ordo_engine_config.kind). 0 means: env ORDO_ENGINE, else per_device. */
+#define ORDO_ENGINE_DEFAULT 0
+/** Runs each op inside the push call (or the call that makes it ready). A debugging aid: no
+ *  worker threads, nothing overlaps. */
+#define ORDO_ENGINE_NAIVE 1
+/** One shared pool of CPU workers for every op property. */
+#define ORDO_ENGINE_POOLED 2
+/** Worker blocks per device and per property: CPU workers, a CPU priority worker, copy
+ *  workers (and, in CUDA builds, per-GPU workers and streams). */
+#define ORDO_ENGINE_PER_DEVICE 3
+
+/**
+ * Engine configuration. Growable: starts with struct_size; always fill it with
+ * ordo_engine_config_init() before setting fields. A field left at 0 takes its environment
+ * override if set, else the default. Precedence: explicit field > environment > default.
+ */
+typedef struct ordo_engine_config {
+  uint32_t struct_size; /**< sizeof(ordo_engine_config) as the caller compiled it */
+  int32_t kind;         /**< ORDO_ENGINE_*; env ORDO_ENGINE=naive|pooled|per_device */
+  int32_t cpu_threads;  /**< CPU workers; env ORDO_CPU_THREADS; default: hardware threads, >= 2 */
+  int32_t cpu_priority_threads; /**< per_device: workers for ORDO_PROP_CPU_PRIORITIZED ops; env
+                                   ORDO_CPU_PRIORITY_THREADS; default 1 */
+  int32_t copy_threads; /**< per_device: workers for each copy direction; env
+                           ORDO_COPY_THREADS; default 1 */
+  uint32_t flags;       /**< reserved, must be 0 */
+  const void* next;     /**< reserved for extension chains, must be NULL */
+} ordo_engine_config;
+
+/**
+ * Fills cfg with defaults, writing at most `size` bytes (the caller's sizeof). Safe when the
+ * library's struct is larger than the caller's. This is the entry point for FFI languages.
+ * Does nothing when cfg is NULL or size is smaller than 4.
+ */
+ORDO_API void ordo_engine_config_init_sized(ordo_engine_config* cfg, size_t size);
+/** Fills cfg with defaults using the caller's compile-time struct size. */
+static inline void ordo_engine_config_init(ordo_engine_config* cfg) {
+  ordo_engine_config_init_sized(cfg, sizeof(ordo_engine_config));
+}
+
+/**
+ * Creates an engine and its worker threads; *out receives it with one reference (the
+ * creator's). cfg may be NULL for defaults. Errors: INVALID_ARGUMENT (out NULL, bad field or
+ * bad env value), UNSUPPORTED (unknown struct tail, flags or next), NO_MEMORY (memory, threads
+ * or engine slots ran out). On failure *out is set to NULL.
+ */
+ORDO_API ordo_status ordo_engine_create(const ordo_engine_config* cfg, ordo_engine** out);
+
+/**
+ * Shuts the engine down: new pushes return ORDO_ERR_SHUTDOWN at once, every op pushed before
+ * runs to completion (deferred ops included: destroy waits for their ordo_complete), worker
+ * threads are joined, and the creator's reference is dropped (memory goes with the last
+ * reference). Calls through other references return ORDO_ERR_SHUTDOWN afterwards.
+ * Errors: WOULD_DEADLOCK when called from inside an op of this engine (nothing happens);
+ * SHUTDOWN when destroy was already called and the engine is still referenced elsewhere;
+ * INVALID_HANDLE when the engine is already freed.
+ */
+ORDO_API ordo_status ordo_engine_destroy(ordo_engine* e);
+
+/** Adds a reference. Errors: INVALID_HANDLE when the engine is already freed. Works on an
+ *  engine that is shutting down, so bindings can keep its memory alive. */
+ORDO_API ordo_status ordo_engine_retain(ordo_engine* e);
+/**
+ * Drops a reference. The last one shuts the engine down as ordo_engine_destroy does and frees
+ * it. Errors: INVALID_HANDLE (already freed); WOULD_DEADLOCK when this would be the last
+ * reference and the caller is inside an op of this engine (the reference is kept).
+ */
+ORDO_API ordo_status ordo_engine_release(ordo_engine* e);
+
+/** Reads the effective configuration (kind and thread counts after env and defaults) into out,
+ *  writing at most out->struct_size bytes; set struct_size (ordo_engine_config_init) first. */
+ORDO_API ordo_status ordo_engine_get_config(ordo_engine* e, ordo_engine_config* out);
+
+/** Number of GPUs this library can use (0 in builds without CUDA or without a driver). */
+ORDO_API ordo_status ordo_device_count(int32_t* out);
+
+/* ------------------------------------------------------------------------------------------- */
+/* Variables                                                                                   */
+/* ------------------------------------------------------------------------------------------- */
+
+/** Creates a variable. Errors: INVALID_ARGUMENT, SHUTDOWN, NO_MEMORY (16,777,215 vars alive). */
+ORDO_API ordo_status ordo_var_new(ordo_engine* e, ordo_var* out);
+
+/**
+ * Deletes a variable. Ordered like a write: it takes effect after every op pushed before it that
+ * uses v; its memory is reclaimed then. From the moment this returns, every use of v (push,
+ * wait, delete, query) returns ORDO_ERR_INVALID_HANDLE, and the handle is never valid again.
+ * Errors: INVALID_HANDLE, SHUTDOWN.
+ */
+ORDO_API ordo_status ordo_var_delete(ordo_engine* e, ordo_var v);
+
+/**
+ * Clears v's error state. Ordered like a write: ops pushed before it still see (and are skipped
+ * by) the error; ops pushed after it run normally. Errors: INVALID_HANDLE, SHUTDOWN.
+ */
+ORDO_API ordo_status ordo_var_clear_error(ordo_engine* e, ordo_var v);
+
+/**
+ * Reads v's error state as it is now (not ordered with pending ops: wait first for a settled
+ * answer). *code receives 0 when v has no error, else the failing op's code. When buf is not
+ * NULL, the message "op 'NAME' failed (code N): MESSAGE" is copied into it (truncated to cap).
+ * Errors: INVALID_ARGUMENT (code NULL), INVALID_HANDLE.
+ */
+ORDO_API ordo_status ordo_var_get_error(ordo_engine* e, ordo_var v, int32_t* code, char* buf,
+                                        size_t cap);
+
+/* ------------------------------------------------------------------------------------------- */
+/* Pushing ops                                                                                 */
+/* ------------------------------------------------------------------------------------------- */
+
+/** Op properties (ordo_push_opts.prop): which workers run the op. */
+#define ORDO_PROP_NORMAL 0          /**< CPU workers (or the device's compute workers) */
+#define ORDO_PROP_CPU_PRIORITIZED 1 /**< per_device: a dedicated CPU priority worker */
+#define ORDO_PROP_COPY_TO_DEVICE 2  /**< per_device: upload workers (own stream per GPU) */
+#define ORDO_PROP_COPY_FROM_DEVICE 3 /**< per_device: download workers (own stream per GPU) */
+/** Runs inline on whichever thread makes it ready (the pusher or the thread completing its last
+ *  dependency): for ops that only start asynchronous work and defer. Keep them short. */
+#define ORDO_PROP_ASYNC 4
+
+/** Device types (ordo_push_opts.device_type). */
+#define ORDO_DEVICE_CPU 0
+#define ORDO_DEVICE_GPU 1
+
+/** Max bytes of an op name kept by the engine (longer names are truncated). */
+#define ORDO_NAME_MAX 47
+
+/** Push options. Growable: fill with ordo_push_opts_init() before setting fields. */
+typedef struct ordo_push_opts {
+  uint32_t struct_size;  /**< sizeof(ordo_push_opts) as the caller compiled it */
+  int32_t priority;      /**< higher runs first among ready ops waiting for the same workers;
+                              default 0 */
+  int32_t prop;          /**< ORDO_PROP_*; default ORDO_PROP_NORMAL */
+  int32_t device_type;   /**< ORDO_DEVICE_CPU (default) or ORDO_DEVICE_GPU */
+  int32_t device_id;     /**< GPU ordinal for ORDO_DEVICE_GPU; must be 0 for the CPU */
+  ordo_free_fn free_fn;  /**< when not NULL, called with user_data exactly once after the op
+                              finished (ran, failed or was skipped), before waiters on its vars
+                              wake; only when the push returned ORDO_OK */
+  const char* name;      /**< shown in errors and traces; copied (up to ORDO_NAME_MAX bytes),
+                              may be NULL */
+  const void* next;      /**< reserved, must be NULL */
+} ordo_push_opts;
+
+/** Fills opts with defaults, writing at most `size` bytes (the caller's sizeof). Does nothing
+ *  when opts is NULL or size is smaller than 4. The entry point for FFI languages. */
+ORDO_API void ordo_push_opts_init_sized(ordo_push_opts* opts, size_t size);
+/** Fills opts with defaults using the caller's compile-time struct size. */
+static inline void ordo_push_opts_init(ordo_push_opts* opts) {
+  ordo_push_opts_init_sized(opts, sizeof(ordo_push_opts));
+}
+
+/**
+ * Pushes an op. Always asynchronous (except for the naive engine and ORDO_PROP_ASYNC ops whose
+ * vars are free, which run before this returns). The op runs after every op pushed before it
+ * that shares a var with it where either mutates it. A var in both lists counts as mutable; a
+ * var listed twice counts once; an op with no vars simply runs. May be called from inside an op.
+ * Pushes from several threads are linearizable and never deadlock.
+ * If any var the op reads or mutates is in an error state when the op's turn comes, fn is not
+ * called: the op is skipped, counted as failed, and passes the error on to the vars it mutates.
+ * Ownership: user_data stays the caller's; free_fn (if given) releases it after the op finished.
+ * On failure nothing was pushed and free_fn is not called.
+ * Errors: INVALID_ARGUMENT (e or fn NULL, NULL array with non-zero count, bad opts field),
+ * INVALID_HANDLE (any var 0, stale, deleted or foreign), UNSUPPORTED (opts tail or next),
+ * NO_DEVICE (GPU asked for and none present), SHUTDOWN, NO_MEMORY.
+ */
+ORDO_API ordo_status ordo_opr_push(ordo_engine* e, ordo_fn fn, void* user_data,
+                                   const ordo_var* const_vars, size_t num_const,
+                                   const ordo_var* mutable_vars, size_t num_mutable,
+                                   const ordo_push_opts* opts);
+
+/**
+ * Creates a prepared op: the callback, var lists and options are checked, deduplicated and
+ * stored once, so each ordo_opr_push_prepared costs less than ordo_opr_push. opts->free_fn (if
+ * given) runs once, after ordo_opr_delete and after the last push of it has finished (or at
+ * engine destroy for a prepared op never deleted). Errors: as ordo_opr_push.
+ */
+ORDO_API ordo_status ordo_opr_new(ordo_engine* e, ordo_fn fn, void* user_data,
+                                  const ordo_var* const_vars, size_t num_const,
+                                  const ordo_var* mutable_vars, size_t num_mutable,
+                                  const ordo_push_opts* opts, ordo_opr* out);
+/**
+ * Pushes a prepared op once, with the given priority. Same ordering as ordo_opr_push.
+ * Errors: INVALID_HANDLE (opr invalid or deleted, or one of its vars deleted since), SHUTDOWN,
+ * NO_MEMORY, INVALID_ARGUMENT (e NULL).
+ */
+ORDO_API ordo_status ordo_opr_push_prepared(ordo_engine* e, ordo_opr opr, int32_t priority);
+/** Deletes a prepared op: the handle is invalid at once; pushes already made still run.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+ORDO_API ordo_status ordo_opr_delete(ordo_engine* e, ordo_opr opr);
+
+/* ------------------------------------------------------------------------------------------- */
+/* Inside an op                                                                                */
+/* ------------------------------------------------------------------------------------------- */
+
+/**
+ * Makes the running op asynchronous: it completes when ordo_complete(*out, ...) is called,
+ * exactly once, from any thread (also before the callback returns), not when the callback
+ * returns (whose return value is then ignored). Call only from inside the op's own callback,
+ * on its thread. Errors: INVALID_ARGUMENT (NULL), INVALID_STATE (exec not the running op on
+ * this thread, or the op already deferred).
+ */
+ORDO_API ordo_status ordo_exec_defer(ordo_exec* exec, ordo_completion* out);
+
+/**
+ * Completes a deferred op with code (0 = success, else the failure code, as a callback's return
+ * value) and an optional message (copied; may be NULL). Any thread. The second call for one
+ * handle, or a stale or made-up handle, returns ORDO_ERR_INVALID_HANDLE and changes nothing.
+ */
+ORDO_API ordo_status ordo_complete(ordo_completion c, int32_t code, const char* message);
+
+/** What a running op can learn about itself. Growable: set struct_size before the call. */
+typedef struct ordo_exec_info {
+  uint32_t struct_size;  /**< sizeof(ordo_exec_info) as the caller compiled it */
+  int32_t device_type;   /**< ORDO_DEVICE_* the op runs on */
+  int32_t device_id;     /**< GPU ordinal, 0 on the CPU */
+  int32_t worker_index;  /**< index of the worker within its group; -1 when run inline */
+  int32_t priority;      /**< the op's priority */
+  int32_t prop;          /**< the op's ORDO_PROP_* */
+  void* stream;          /**< the op's CUDA stream (castable to cudaStream_t); NULL on the CPU */
+  ordo_engine* engine;   /**< the engine running the op (no reference is added) */
+  const char* name;      /**< the op's name, "" if none; valid during the callback */
+} ordo_exec_info;
+
+/**
+ * Fills info (up to info->struct_size bytes) for the running op. Call only from inside the
+ * op's callback, on its thread. Errors: INVALID_ARGUMENT (NULL, struct_size < 4),
+ * INVALID_STATE (exec not running on this thread).
+ */
+ORDO_API ordo_status ordo_exec_get_info(const ordo_exec* exec, ordo_exec_info* info);
+
+/* ------------------------------------------------------------------------------------------- */
+/* Waiting                                                                                     */
+/* ------------------------------------------------------------------------------------------- */
+
+/**
+ * Blocks until every op pushed before this call that reads or mutates v has completed.
+ * Returns ORDO_ERR_OP_FAILED if v is then in an error state (the message names the failing op,
+ * its code and message; ordo_var_get_error gives the code). Called from inside an op of the
+ * same engine it returns ORDO_ERR_WOULD_DEADLOCK at once instead of waiting (the op itself, or
+ * ops it pushed, may be what the wait would wait for): push a follow-up op instead.
+ * Errors: INVALID_ARGUMENT, INVALID_HANDLE, OP_FAILED, WOULD_DEADLOCK, SHUTDOWN (engine freed by
+ * a concurrent release while waiting is a caller error).
+ */
+ORDO_API ordo_status ordo_wait_for_var(ordo_engine* e, ordo_var v);
+/** As ordo_wait_for_var, giving up after timeout_ns nanoseconds with ORDO_ERR_TIMEOUT (no side
+ *  effects: the wait leaves nothing behind that changes ordering or results). */
+ORDO_API ordo_status ordo_wait_for_var_timeout(ordo_engine* e, ordo_var v, uint64_t timeout_ns);
+
+/**
+ * Blocks until every op pushed to the engine before this call has completed (while other
+ * threads keep pushing, it also waits for theirs: it returns when nothing is pending).
+ * Returns ORDO_ERR_OP_FAILED if any op failed (or was skipped) since the previous
+ * ordo_wait_for_all, with the first failure's detail in the message; that record is then
+ * cleared. Called from inside an op of the same engine: ORDO_ERR_WOULD_DEADLOCK at once.
+ */
+ORDO_API ordo_status ordo_wait_for_all(ordo_engine* e);
+/** As ordo_wait_for_all, giving up after timeout_ns with ORDO_ERR_TIMEOUT (the failure record
+ *  is then kept for the next wait). */
+ORDO_API ordo_status ordo_wait_for_all_timeout(ordo_engine* e, uint64_t timeout_ns);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* ORDO_ORDO_H */

@@ -1,0 +1,379 @@
+// The exported C functions: argument checks, struct versioning, the exception barrier, and a
+// call into the engine. Nothing here knows how dependencies are tracked.
+#include <cinttypes>
+#include <cstring>
+#include <exception>
+#include <new>
+
+#include "api/engine_registry.h"
+#include "api/struct_io.h"
+#include "core/engine.h"
+#include "core/handle_bits.h"
+#include "core/last_error.h"
+#include "device/device_count.h"
+#include "ordo/ordo.h"
+
+using namespace ordo;
+
+namespace {
+
+// No C++ exception crosses the C ABI.
+template <class F>
+ordo_status guarded(const char* fn_name, F&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return fail(ORDO_ERR_NO_MEMORY, "%s: out of memory", fn_name);
+  } catch (const std::exception& ex) {
+    return fail(ORDO_ERR_INTERNAL, "%s: internal error: %s", fn_name, ex.what());
+  } catch (...) {
+    return fail(ORDO_ERR_INTERNAL, "%s: internal error", fn_name);
+  }
+}
+
+ordo_status null_arg(const char* fn_name, const char* arg) {
+  return fail(ORDO_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn_name, arg);
+}
+
+ordo_status check_var_list(const char* fn_name, const ordo_var* vars, size_t n, const char* what) {
+  if (n != 0 && !vars) {
+    return fail(ORDO_ERR_INVALID_ARGUMENT, "%s: %s is NULL but its count is %zu", fn_name, what, n);
+  }
+  return ORDO_OK;
+}
+
+ordo_push_opts default_push_opts() {
+  ordo_push_opts o;
+  std::memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  o.prop = ORDO_PROP_NORMAL;
+  o.device_type = ORDO_DEVICE_CPU;
+  return o;
+}
+
+ordo_engine_config default_engine_config() {
+  ordo_engine_config c;
+  std::memset(&c, 0, sizeof c);
+  c.struct_size = sizeof c;
+  c.kind = ORDO_ENGINE_DEFAULT;
+  return c;
+}
+
+// Validates fn, lists and opts shared by ordo_opr_push and ordo_opr_new; fills `spec`.
+ordo_status make_spec(const char* fn_name, ordo_fn fn, void* user_data, const ordo_var* cv,
+                      size_t nc, const ordo_var* mv, size_t nm, const ordo_push_opts* opts,
+                      OpSpec* spec) {
+  if (!fn) return null_arg(fn_name, "fn");
+  if (ordo_status s = check_var_list(fn_name, cv, nc, "const_vars")) return s;
+  if (ordo_status s = check_var_list(fn_name, mv, nm, "mutable_vars")) return s;
+  ordo_push_opts o = default_push_opts();
+  if (opts) {
+    if (ordo_status s = read_struct(opts, &o, "ordo_push_opts")) return s;
+    if (o.next) {
+      return fail(ORDO_ERR_UNSUPPORTED, "%s: ordo_push_opts.next must be NULL", fn_name);
+    }
+  }
+  spec->fn = fn;
+  spec->user_data = user_data;
+  spec->free_fn = o.free_fn;
+  spec->priority = o.priority;
+  spec->prop = o.prop;
+  spec->device_type = o.device_type;
+  spec->device_id = o.device_id;
+  spec->name = o.name;
+  return ORDO_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+// ---- version, status, errors -----------------------------------------------------------------
+
+ORDO_API uint32_t ordo_version(void) { return ORDO_VERSION_NUMBER; }
+
+ORDO_API const char* ordo_version_string(void) {
+#define ORDO_STR2(x) #x
+#define ORDO_STR(x) ORDO_STR2(x)
+  return ORDO_STR(ORDO_VERSION_MAJOR) "." ORDO_STR(ORDO_VERSION_MINOR) "." ORDO_STR(
+      ORDO_VERSION_PATCH);
+}
+
+ORDO_API const char* ordo_status_string(ordo_status s) {
+  switch (s) {
+    case ORDO_OK: return "ORDO_OK";
+    case ORDO_ERR_INVALID_ARGUMENT: return "ORDO_ERR_INVALID_ARGUMENT";
+    case ORDO_ERR_INVALID_HANDLE: return "ORDO_ERR_INVALID_HANDLE";
+    case ORDO_ERR_OP_FAILED: return "ORDO_ERR_OP_FAILED";
+    case ORDO_ERR_TIMEOUT: return "ORDO_ERR_TIMEOUT";
+    case ORDO_ERR_NO_DEVICE: return "ORDO_ERR_NO_DEVICE";
+    case ORDO_ERR_SHUTDOWN: return "ORDO_ERR_SHUTDOWN";
+    case ORDO_ERR_NO_MEMORY: return "ORDO_ERR_NO_MEMORY";
+    case ORDO_ERR_INVALID_STATE: return "ORDO_ERR_INVALID_STATE";
+    case ORDO_ERR_WOULD_DEADLOCK: return "ORDO_ERR_WOULD_DEADLOCK";
+    case ORDO_ERR_UNSUPPORTED: return "ORDO_ERR_UNSUPPORTED";
+    case ORDO_ERR_INTERNAL: return "ORDO_ERR_INTERNAL";
+    default: return "ORDO_ERR_UNKNOWN";
+  }
+}
+
+ORDO_API const char* ordo_last_error_message(void) { return last_error(); }
+
+ORDO_API size_t ordo_last_error_copy(char* buf, size_t cap) { return copy_last_error(buf, cap); }
+
+// ---- engine ------------------------------------------------------------------------------------
+
+ORDO_API void ordo_engine_config_init_sized(ordo_engine_config* cfg, size_t size) {
+  if (cfg && size >= sizeof(uint32_t)) write_struct(default_engine_config(), cfg, size);
+}
+
+ORDO_API ordo_status ordo_engine_create(const ordo_engine_config* cfg, ordo_engine** out) {
+  return guarded(__func__, [&]() -> ordo_status {
+    if (!out) return null_arg(__func__, "out");
+    *out = nullptr;
+    ordo_engine_config c = default_engine_config();
+    if (cfg) {
+      if (ordo_status s = read_struct(cfg, &c, "ordo_engine_config")) return s;
+      if (c.next) return fail(ORDO_ERR_UNSUPPORTED, "ordo_engine_config.next must be NULL");
+      if (c.flags) {
+        return fail(ORDO_ERR_UNSUPPORTED, "ordo_engine_config.flags=0x%x: no flags are defined",
+                    static_cast<unsigned>(c.flags));
+      }
+    }
+    EngineConfig resolved;
+    if (ordo_status s = resolve_engine_config(&c, &resolved)) return s;
+    return create_engine(resolved, out);
+  });
+}
+
+ORDO_API ordo_status ordo_engine_destroy(ordo_engine* e) {
+  return guarded(__func__, [&] { return destroy_engine(e); });
+}
+
+ORDO_API ordo_status ordo_engine_retain(ordo_engine* e) {
+  return guarded(__func__, [&] { return retain_engine(e); });
+}
+
+ORDO_API ordo_status ordo_engine_release(ordo_engine* e) {
+  return guarded(__func__, [&] { return release_engine(e); });
+}
+
+ORDO_API ordo_status ordo_engine_get_config(ordo_engine* e, ordo_engine_config* out) {
+  return guarded(__func__, [&]() -> ordo_status {
+    Engine* engine;
+    if (ordo_status s = resolve_engine(e, &engine)) return s;
+    if (!out) return null_arg(__func__, "out");
+    if (out->struct_size < sizeof(uint32_t)) {
+      return fail(ORDO_ERR_INVALID_ARGUMENT,
+                  "ordo_engine_get_config: out->struct_size is not set (use "
+                  "ordo_engine_config_init)");
+    }
+    ordo_engine_config c = default_engine_config();
+    c.kind = engine->config().kind;
+    c.cpu_threads = engine->config().cpu_threads;
+    c.cpu_priority_threads = engine->config().cpu_priority_threads;
+    c.copy_threads = engine->config().copy_threads;
+    write_struct(c, out, out->struct_size);
+    return ORDO_OK;
+  });
+}
+
+ORDO_API ordo_status ordo_device_count(int32_t* out) {
+  if (!out) return null_arg(__func__, "out");
+  *out = device_count();
+  return ORDO_OK;
+}
+
+// ---- variables ---------------------------------------------------------------------------------
+
+ORDO_API ordo_status ordo_var_new(ordo_engine* e, ordo_var* out) {
+  return guarded(__func__, [&]() -> ordo_status {
+    Engine* engine;
+    if (ordo_status s = resolve_engine(e, &engine)) return s;
+    if (!out) return null_arg(__func__, "out");
+    return engine->var_new(out);
+  });
+}
+
+ORDO_API ordo_status ordo_var_delete(ordo_engine* e, ordo_var v) {
+  return guarded(__func__, [&]() -> ordo_status {
+    Engine* engine;
+    if (ordo_status s = resolve_engine(e, &engine)) return s;
+    return engine->var_delete(v);
+  });
+}
+
+ORDO_API ordo_status ordo_var_clear_error(ordo_engine* e, ordo_var v) {
+  return guarded(__func__, [&]() -> ordo_status {
+    Engine* engine;
+    if (ordo_status s = resolve_engine(e, &engine)) return s;
+    return engine->var_clear_error(v);
+  });
+}
+
+ORDO_API ordo_status ordo_var_get_error(ordo_engine* e, ordo_var v, int32_t* code, char* buf,
+                                        size_t cap) {
+  return guarded(__func__, [&]() -> ordo_status {
+    Engine* engine;
+    if (ordo_status s = resolve_engine(e, &engine)) return s;
+    if (!code) return null_arg(__func__, "code");
+    return engine->var_get_error(v, code, buf, cap);
+  });
+}
+
+// ---- ops ---------------------------------------------------------------------------------------
+
+ORDO_API void ordo_push_opts_init_sized(ordo_push_opts* opts, size_t size) {
+  if (opts && size >= sizeof(uint32_t)) write_struct(default_push_opts(), opts, size);
+}
+
+ORDO_API ordo_status ordo_opr_push(ordo_engine* e, ordo_fn fn, void* user_data,
+                                   const ordo_var* const_vars, size_t num_const,
+                                   const ordo_var* mutable_vars, size_t num_mutable,
+                                   const ordo_push_opts* opts) {
+  return guarded(__func__, [&]() -> ordo_status {
+    Engine* engine;
+    if (ordo_status s = resolve_engine(e, &engine)) return s;
+    OpSpec spec;
+    if (ordo_status s = make_spec(__func__, fn, user_data, const_vars, num_const, mutable_vars,
+                                  num_mutable, opts, &spec)) {
+      return s;
+    }
+    return engine->push(spec, const_vars, num_const, mutable_vars, num_mutable);
+  });
+}
+
+ORDO_API ordo_status ordo_opr_new(ordo_engine* e, ordo_fn fn, void* user_data,
+                                  const ordo_var* const_vars, size_t num_const,
+                                  const ordo_var* mutable_vars, size_t num_mutable,
+                                  const ordo_push_opts* opts, ordo_opr* out) {
+  return guarded(__func__, [&]() -> ordo_status {
+    Engine* engine;
+    if (ordo_status s = resolve_engine(e, &engine)) return s;
+    if (!out) return null_arg(__func__, "out");
+    OpSpec spec;
+    if (ordo_status s = make_spec(__func__, fn, user_data, const_vars, num_const, mutable_vars,
+                                  num_mutable, opts, &spec)) {
+      return s;
+    }
+    if (engine->shutting_down()) {
+      return fail(ORDO_ERR_SHUTDOWN, "ordo_opr_new: the engine is shut down");
+    }
+    return engine->prepared_new(spec, const_vars, num_const, mutable_vars, num_mutable, out);
+  });
+}
+
+ORDO_API ordo_status ordo_opr_push_prepared(ordo_engine* e, ordo_opr opr, int32_t priority) {
+  return guarded(__func__, [&]() -> ordo_status {
+    Engine* engine;
+    if (ordo_status s = resolve_engine(e, &engine)) return s;
+    return engine->prepared_push(opr, priority);
+  });
+}
+
+ORDO_API ordo_status ordo_opr_delete(ordo_engine* e, ordo_opr opr) {
+  return guarded(__func__, [&]() -> ordo_status {
+    Engine* engine;
+    if (ordo_status s = resolve_engine(e, &engine)) return s;
+    return engine->prepared_delete(opr);
+  });
+}
+
+// ---- inside an op ------------------------------------------------------------------------------
+
+ORDO_API ordo_status ordo_exec_defer(ordo_exec* exec, ordo_completion* out) {
+  return guarded(__func__, [&]() -> ordo_status {
+    if (!exec) return null_arg(__func__, "exec");
+    if (!out) return null_arg(__func__, "out");
+    OpBlock* op = OpBlock::from_exec(exec);
+    if (op != running_op()) {
+      return fail(ORDO_ERR_INVALID_STATE,
+                  "ordo_exec_defer: exec is not the op running on this thread (an exec is valid "
+                  "only inside its own callback)");
+    }
+    return op->engine->defer(op, out);
+  });
+}
+
+ORDO_API ordo_status ordo_complete(ordo_completion c, int32_t code, const char* message) {
+  return guarded(__func__, [&]() -> ordo_status {
+    HandleBits b = HandleBits::decode(c);
+    EngineSlot* slot = c ? slot_for_tag(b.tag) : nullptr;
+    Engine* engine = slot ? try_retain(slot) : nullptr;
+    if (!engine) {
+      return fail(ORDO_ERR_INVALID_HANDLE,
+                  "completion handle 0x%016" PRIx64 " is stale or made up (its engine is gone)",
+                  c);
+    }
+    // The reference keeps the engine alive while this thread finishes the op, even if the
+    // owner destroys it the moment the op completes.
+    ordo_status s = engine->complete(b.gen, b.index, code, message);
+    release_slot(slot);
+    return s;
+  });
+}
+
+ORDO_API ordo_status ordo_exec_get_info(const ordo_exec* exec, ordo_exec_info* info) {
+  return guarded(__func__, [&]() -> ordo_status {
+    if (!exec) return null_arg(__func__, "exec");
+    if (!info) return null_arg(__func__, "info");
+    if (info->struct_size < sizeof(uint32_t)) {
+      return fail(ORDO_ERR_INVALID_ARGUMENT, "ordo_exec_get_info: info->struct_size is not set");
+    }
+    OpBlock* op = OpBlock::from_exec(exec);
+    if (op != running_op()) {
+      return fail(ORDO_ERR_INVALID_STATE,
+                  "ordo_exec_get_info: exec is not the op running on this thread");
+    }
+    Worker* w = running_worker();
+    ordo_exec_info v;
+    std::memset(&v, 0, sizeof v);
+    v.struct_size = sizeof v;
+    v.device_type = op->device_type;
+    v.device_id = op->device_id;
+    v.worker_index = (w && op->group && w->group == op->group) ? w->index : -1;
+    v.priority = op->priority;
+    v.prop = op->prop;
+    v.stream = nullptr;
+    v.engine = reinterpret_cast<ordo_engine*>(slot_for_tag(op->engine->tag()));
+    v.name = op->name;
+    write_struct(v, info, info->struct_size);
+    return ORDO_OK;
+  });
+}
+
+// ---- waiting -----------------------------------------------------------------------------------
+
+ORDO_API ordo_status ordo_wait_for_var(ordo_engine* e, ordo_var v) {
+  return guarded(__func__, [&]() -> ordo_status {
+    Engine* engine;
+    if (ordo_status s = resolve_engine(e, &engine)) return s;
+    return engine->wait_for_var(v, nullptr);
+  });
+}
+
+ORDO_API ordo_status ordo_wait_for_var_timeout(ordo_engine* e, ordo_var v, uint64_t timeout_ns) {
+  return guarded(__func__, [&]() -> ordo_status {
+    Engine* engine;
+    if (ordo_status s = resolve_engine(e, &engine)) return s;
+    return engine->wait_for_var(v, &timeout_ns);
+  });
+}
+
+ORDO_API ordo_status ordo_wait_for_all(ordo_engine* e) {
+  return guarded(__func__, [&]() -> ordo_status {
+    Engine* engine;
+    if (ordo_status s = resolve_engine(e, &engine)) return s;
+    return engine->wait_for_all(nullptr);
+  });
+}
+
+ORDO_API ordo_status ordo_wait_for_all_timeout(ordo_engine* e, uint64_t timeout_ns) {
+  return guarded(__func__, [&]() -> ordo_status {
+    Engine* engine;
+    if (ordo_status s = resolve_engine(e, &engine)) return s;
+    return engine->wait_for_all(&timeout_ns);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,36 @@
+// The engine handle table. An ordo_engine* is the address of a slot in a static array, never
+// of the engine itself: ordo can therefore tell a pointer it never handed out, or one whose
+// engine is gone, from a live one without reading freed memory. Slots are reused round robin,
+// so a stale pointer stays invalid until 65,535 more engines have been created.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "core/engine.h"
+#include "ordo/ordo.h"
+
+namespace ordo {
+
+struct EngineSlot {
+  std::atomic<Engine*> engine{nullptr};
+  std::atomic<int64_t> refs{0};  // 0: free (or freed)
+  std::atomic<bool> creator_ref{false};
+};
+
+constexpr uint32_t kMaxEngines = 65535;  // tags are 16 bits, 0 excluded
+
+// ORDO_OK with *out set, or INVALID_ARGUMENT (NULL) / INVALID_HANDLE (not ours, or freed).
+ordo_status resolve_engine(ordo_engine* e, Engine** out, EngineSlot** slot_out = nullptr);
+// The slot for a handle tag (1-based), or nullptr.
+EngineSlot* slot_for_tag(uint32_t tag);
+
+ordo_status create_engine(const EngineConfig& cfg, ordo_engine** out);
+ordo_status destroy_engine(ordo_engine* e);
+ordo_status retain_engine(ordo_engine* e);
+ordo_status release_engine(ordo_engine* e);
+// Takes a reference if the slot is live; used by ordo_complete, which has no engine argument.
+Engine* try_retain(EngineSlot* slot);
+void release_slot(EngineSlot* slot);
+
+}  // namespace ordo

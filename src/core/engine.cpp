@@ -1,0 +1,677 @@
+#include "core/engine.h"
+
+#include <chrono>
+#include <cinttypes>
+#include <cstring>
+#include <new>
+
+#include "core/error_record.h"
+#include "core/handle_bits.h"
+#include "core/last_error.h"
+
+namespace ordo {
+
+namespace {
+
+// Timeouts beyond this (about 31 years) mean "forever": adding them to the clock would overflow.
+constexpr uint64_t kForeverNs = uint64_t{1} << 60;
+const uint64_t* finite_or_null(const uint64_t* timeout_ns) {
+  return (timeout_ns && *timeout_ns < kForeverNs) ? timeout_ns : nullptr;
+}
+
+// The worker this thread is (nullptr on other threads).
+thread_local Worker* tls_worker = nullptr;
+// The op whose callback is on this thread's stack (exec handles are valid only for it).
+thread_local OpBlock* tls_running_op = nullptr;
+
+// Engines whose ops (or free_fns) are on this thread's stack: blocking on one of them from here
+// could mean waiting for ourselves.
+constexpr int kBusyMax = 8;
+thread_local Engine* tls_busy[kBusyMax];
+thread_local int tls_busy_depth = 0;
+
+struct BusyScope {
+  explicit BusyScope(Engine* e) {
+    if (tls_busy_depth < kBusyMax) tls_busy[tls_busy_depth] = e;
+    ++tls_busy_depth;
+  }
+  ~BusyScope() { --tls_busy_depth; }
+};
+
+// Ops that run inline are queued here while another inline op of the same engine runs on this
+// thread, so nested readiness (an inline op making another ready) loops instead of recursing.
+// An op of another engine gets a nested loop: queuing it behind this engine's op could leave a
+// wait on that other engine blocked forever.
+struct InlineQueue {
+  Engine* engine = nullptr;
+  OpBlock* head = nullptr;
+  OpBlock* tail = nullptr;
+};
+thread_local InlineQueue* tls_inline = nullptr;
+
+// The thread blocked in ordo_wait_for_var, and what it learns. Shared by the waiting thread and
+// the signal op: a timed-out waiter leaves, and the op still finds it alive.
+struct Waiter {
+  std::atomic<int32_t> refs{2};
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+  int32_t code = 0;
+  char text[ErrorRecord::kTextMax] = {};
+
+  void drop() {
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+};
+
+ErrorRecord* first_error_of(OpBlock* op) {
+  // Safe without the var locks: the op holds a grant on each var, and errors change only under
+  // the lock by the holder of a write grant, which excludes ours.
+  for (uint32_t i = 0; i < op->num_links; ++i) {
+    if (ErrorRecord* e = op->links[i].var->error) return e;
+  }
+  return nullptr;
+}
+
+void signal_waiter(OpBlock* op) {
+  auto* w = static_cast<Waiter*>(op->internal);
+  if (ErrorRecord* e = first_error_of(op)) {
+    w->code = e->code;
+    std::memcpy(w->text, e->text, sizeof w->text);
+  }
+  {
+    std::lock_guard<std::mutex> g(w->mutex);
+    w->done = true;
+  }
+  w->cv.notify_all();
+  w->drop();
+}
+
+// Runs the user's callback; returns the failure it caused (nullptr when it succeeded or
+// deferred).
+ErrorRecord* call_user(OpBlock* op) {
+  OpBlock* outer = tls_running_op;
+  tls_running_op = op;
+  int32_t code;
+  try {
+    code = op->fn(op->as_exec(), op->user_data);
+  } catch (...) {
+    code = ORDO_ERR_OP_FAILED;
+  }
+  tls_running_op = outer;
+  if (op->deferred || code == 0) return nullptr;
+  return ErrorRecord::make(code, op->name, code == ORDO_ERR_OP_FAILED ? "callback failed" : nullptr);
+}
+
+}  // namespace
+
+OpBlock* running_op() { return tls_running_op; }
+Worker* running_worker() { return tls_worker; }
+
+Engine::Engine(uint32_t tag, const EngineConfig& cfg) : tag_(tag), cfg_(cfg) {}
+
+Engine::~Engine() {
+  shutdown();
+  for (auto& g : groups_) g.reset();
+  prepared_.finish_all_live();
+  ErrorRecord::release(first_failure_);
+}
+
+ordo_status Engine::start() {
+  if (cfg_.kind == ORDO_ENGINE_NAIVE) return ORDO_OK;  // every route stays inline
+  groups_[kCpu] = std::make_unique<WorkerGroup>(this, "cpu", cfg_.cpu_threads);
+  if (cfg_.kind == ORDO_ENGINE_POOLED) {
+    for (auto& r : route_) r = groups_[kCpu].get();
+  } else {
+    groups_[kCpuPriority] = std::make_unique<WorkerGroup>(this, "prio", cfg_.cpu_priority_threads);
+    groups_[kCopyTo] = std::make_unique<WorkerGroup>(this, "h2d", cfg_.copy_threads);
+    groups_[kCopyFrom] = std::make_unique<WorkerGroup>(this, "d2h", cfg_.copy_threads);
+    for (int i = 0; i < kNumGroups; ++i) route_[i] = groups_[i].get();
+  }
+  if (groups_[kCpu]->ensure_started() != ORDO_OK) {
+    return fail(ORDO_ERR_NO_MEMORY, "ordo_engine_create: could not start any worker thread");
+  }
+  return ORDO_OK;
+}
+
+void Engine::shutdown() {
+  std::lock_guard<std::mutex> g(shutdown_mutex_);
+  if (shut_down_) return;
+  shutting_down_.store(true, std::memory_order_seq_cst);
+  wait_idle(nullptr);
+  for (auto& group : groups_) {
+    if (group) group->stop_and_join();
+  }
+  shut_down_ = true;
+}
+
+bool Engine::called_from_inside() const {
+  if (tls_worker && tls_worker->group->engine() == this) return true;
+  int n = tls_busy_depth < kBusyMax ? tls_busy_depth : kBusyMax;
+  for (int i = 0; i < n; ++i) {
+    if (tls_busy[i] == this) return true;
+  }
+  return false;
+}
+
+Worker* Engine::current_worker() const {
+  return (tls_worker && tls_worker->group->engine() == this) ? tls_worker : nullptr;
+}
+
+void Engine::enter_worker(Worker* w) { tls_worker = w; }
+
+// ---------------------------------------------------------------------------------------------
+// Variables
+
+ordo_status Engine::var_new(ordo_var* out) {
+  if (shutting_down()) return fail(ORDO_ERR_SHUTDOWN, "ordo_var_new: the engine is shut down");
+  VarSlot* v;
+  if (ordo_status s = vars_.allocate(&v)) return s;
+  *out = HandleBits::encode(tag_, v->gen, v->index);
+  return ORDO_OK;
+}
+
+ordo_status Engine::var_delete(ordo_var v) {
+  return push_internal(OpKind::kDeleteVar, v, true, nullptr);
+}
+
+ordo_status Engine::var_clear_error(ordo_var v) {
+  return push_internal(OpKind::kClearError, v, true, nullptr);
+}
+
+ordo_status Engine::var_get_error(ordo_var h, int32_t* code, char* buf, size_t cap) {
+  VarRefs refs;
+  if (ordo_status s = refs.collect(vars_, tag_, &h, 1, nullptr, 0)) return s;
+  VarSlot* v = refs[0].slot;
+  SpinGuard g(v->lock);
+  if (!v->live || v->gen != refs[0].gen) {
+    return fail(ORDO_ERR_INVALID_HANDLE, "var handle 0x%016" PRIx64 " is stale (deleted)", h);
+  }
+  *code = v->error ? v->error->code : 0;
+  if (buf && cap) {
+    const char* text = v->error ? v->error->text : "";
+    size_t n = std::strlen(text);
+    if (n >= cap) n = cap - 1;
+    std::memcpy(buf, text, n);
+    buf[n] = '\0';
+  }
+  return ORDO_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pushing
+
+ordo_status Engine::route(int32_t prop, int32_t device_type, int32_t device_id,
+                          WorkerGroup** out) {
+  if (prop < ORDO_PROP_NORMAL || prop > ORDO_PROP_ASYNC) {
+    return fail(ORDO_ERR_INVALID_ARGUMENT, "ordo_push_opts.prop=%d is not an ORDO_PROP_*",
+                static_cast<int>(prop));
+  }
+  if (device_type == ORDO_DEVICE_GPU) {
+    return fail(ORDO_ERR_NO_DEVICE,
+                "GPU %d requested, but this build of ordo has no CUDA support (0 GPUs)",
+                static_cast<int>(device_id));
+  }
+  if (device_type != ORDO_DEVICE_CPU) {
+    return fail(ORDO_ERR_INVALID_ARGUMENT, "ordo_push_opts.device_type=%d is not an ORDO_DEVICE_*",
+                static_cast<int>(device_type));
+  }
+  if (device_id != 0) {
+    return fail(ORDO_ERR_INVALID_ARGUMENT, "ordo_push_opts.device_id=%d: the CPU is device 0",
+                static_cast<int>(device_id));
+  }
+  *out = prop == ORDO_PROP_ASYNC ? nullptr : route_[prop];
+  if (*out && (*out)->ensure_started() != ORDO_OK) {
+    return fail(ORDO_ERR_NO_MEMORY, "could not start worker threads for ordo_push_opts.prop=%d",
+                static_cast<int>(prop));
+  }
+  return ORDO_OK;
+}
+
+ordo_status Engine::push(const OpSpec& spec, const ordo_var* const_vars, size_t num_const,
+                         const ordo_var* mutable_vars, size_t num_mutable) {
+  WorkerGroup* group;
+  if (ordo_status s = route(spec.prop, spec.device_type, spec.device_id, &group)) return s;
+  VarRefs refs;
+  if (ordo_status s = refs.collect(vars_, tag_, const_vars, num_const, mutable_vars, num_mutable)) {
+    return s;
+  }
+  return push_resolved(spec, group, refs.data(), refs.size());
+}
+
+ordo_status Engine::push_internal(OpKind kind, ordo_var v, bool write, void* internal) {
+  VarRefs refs;
+  ordo_status s = write ? refs.collect(vars_, tag_, nullptr, 0, &v, 1)
+                        : refs.collect(vars_, tag_, &v, 1, nullptr, 0);
+  if (s) return s;
+  OpSpec spec;
+  spec.kind = kind;
+  spec.internal = internal;
+  return push_resolved(spec, nullptr, refs.data(), refs.size());
+}
+
+bool Engine::begin_op() {
+  pending_.fetch_add(1, std::memory_order_seq_cst);
+  if (!shutting_down_.load(std::memory_order_seq_cst)) return true;
+  pending_sub(1);
+  return false;
+}
+
+ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs,
+                                  size_t n) {
+  if (!begin_op()) {
+    return fail(ORDO_ERR_SHUTDOWN, "the engine is shutting down: nothing was pushed");
+  }
+  Worker* self = current_worker();
+  OpCache* cache = self ? &self->cache : nullptr;
+  OpBlock* op = pool_.acquire(cache);
+  if (!op || !attach_links(op, n)) {
+    if (op) pool_.release(op, cache);
+    pending_sub(1);
+    return fail(ORDO_ERR_NO_MEMORY, "out of memory for a new op: nothing was pushed");
+  }
+  fill(op, spec, group);
+  bool ready = false;
+  if (ordo_status s = enqueue_on_vars(op, refs, n, &ready)) {
+    pool_.release(op, cache);
+    pending_sub(1);
+    return s;
+  }
+  // Not kept by this worker even if it could: the pusher may be an op that waits for it.
+  if (ready) dispatch(op, nullptr);
+  return ORDO_OK;
+}
+
+void Engine::fill(OpBlock* op, const OpSpec& spec, WorkerGroup* group) {
+  op->fn = spec.fn;
+  op->user_data = spec.user_data;
+  op->free_fn = spec.free_fn;
+  op->engine = this;
+  op->group = group;
+  op->internal = spec.internal;
+  op->priority = spec.priority;
+  op->prop = spec.prop;
+  op->device_type = spec.device_type;
+  op->device_id = spec.device_id;
+  op->kind = spec.kind;
+  op->deferred = false;
+  op->async_error = nullptr;
+  if (spec.name) {
+    size_t len = strnlen(spec.name, ORDO_NAME_MAX);
+    std::memcpy(op->name, spec.name, len);
+    op->name[len] = '\0';
+  } else {
+    op->name[0] = '\0';
+  }
+}
+
+bool Engine::attach_links(OpBlock* op, size_t n) {
+  op->num_links = static_cast<uint32_t>(n);
+  if (n <= OpBlock::kInlineLinks) {
+    op->links = op->inline_links;
+    return true;
+  }
+  if (op->overflow_capacity < n) {  // kept with the block, so reuse allocates nothing
+    auto* links = new (std::nothrow) VarLink[n];
+    if (!links) return false;
+    delete[] op->overflow_links;
+    op->overflow_links = links;
+    op->overflow_capacity = static_cast<uint32_t>(n);
+  }
+  op->links = op->overflow_links;
+  return true;
+}
+
+// Two-phase locking over the sorted var list: every var is locked (in index order, so
+// concurrent pushes cannot deadlock) before any is appended to, which makes pushes
+// linearizable: all vars see all ops in one global order.
+ordo_status Engine::enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* ready) {
+  lock_all(refs, n);
+  for (size_t i = 0; i < n; ++i) {
+    if (!refs[i].slot->live || refs[i].slot->gen != refs[i].gen) {
+      unlock_all(refs, n);
+      return fail(ORDO_ERR_INVALID_HANDLE,
+                  "var handle 0x%016" PRIx64 " is stale: the variable was deleted",
+                  refs[i].handle);
+    }
+  }
+  uint32_t granted = 0;
+  for (size_t i = 0; i < n; ++i) {
+    VarLink& l = op->links[i];
+    l.next = nullptr;
+    l.op = op;
+    l.var = refs[i].slot;
+    l.write = refs[i].write;
+    if (l.var->append(&l)) ++granted;
+  }
+  if (op->kind == OpKind::kDeleteVar) {
+    // Invalidate the handle now, under the lock, so no later push can slip in behind the delete.
+    VarSlot* v = refs[0].slot;
+    v->live = false;
+    v->gen = next_generation(v->gen);
+  }
+  op->wait.store(static_cast<int32_t>(n - granted), std::memory_order_relaxed);
+  unlock_all(refs, n);
+  *ready = granted == n;
+  return ORDO_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prepared ops
+
+ordo_status Engine::prepared_new(const OpSpec& spec, const ordo_var* const_vars, size_t num_const,
+                                 const ordo_var* mutable_vars, size_t num_mutable, ordo_opr* out) {
+  WorkerGroup* group;
+  if (ordo_status s = route(spec.prop, spec.device_type, spec.device_id, &group)) return s;
+  VarRefs refs;
+  if (ordo_status s = refs.collect(vars_, tag_, const_vars, num_const, mutable_vars, num_mutable)) {
+    return s;
+  }
+  for (size_t i = 0; i < refs.size(); ++i) {
+    VarSlot* v = refs[i].slot;
+    SpinGuard g(v->lock);
+    if (!v->live || v->gen != refs[i].gen) {
+      return fail(ORDO_ERR_INVALID_HANDLE,
+                  "var handle 0x%016" PRIx64 " is stale: the variable was deleted", refs[i].handle);
+    }
+  }
+  std::vector<VarRef> stored(refs.data(), refs.data() + refs.size());
+  PreparedOp* p = prepared_.allocate();
+  if (!p) return fail(ORDO_ERR_NO_MEMORY, "ordo_opr_new: no room for another prepared op");
+  p->fn = spec.fn;
+  p->user_data = spec.user_data;
+  p->free_fn = spec.free_fn;
+  p->group = group;
+  p->prop = spec.prop;
+  p->device_type = spec.device_type;
+  p->device_id = spec.device_id;
+  size_t len = spec.name ? strnlen(spec.name, ORDO_NAME_MAX) : 0;
+  std::memcpy(p->name, spec.name ? spec.name : "", len);
+  p->name[len] = '\0';
+  p->refs.swap(stored);
+  uint32_t gen = prepared_.publish(p);
+  *out = HandleBits::encode(tag_, gen, p->index);
+  return ORDO_OK;
+}
+
+ordo_status Engine::prepared_push(ordo_opr opr, int32_t priority) {
+  HandleBits b = HandleBits::decode(opr);
+  PreparedOp* p = (opr != 0 && b.tag == tag_) ? prepared_.find(b.index) : nullptr;
+  if (!p || !p->try_acquire(b.gen)) {
+    return fail(ORDO_ERR_INVALID_HANDLE,
+                "prepared op handle 0x%016" PRIx64 " is deleted, foreign or made up", opr);
+  }
+  OpSpec spec;
+  spec.fn = p->fn;
+  spec.user_data = p->user_data;
+  spec.priority = priority;
+  spec.prop = p->prop;
+  spec.device_type = p->device_type;
+  spec.device_id = p->device_id;
+  spec.name = p->name;
+  spec.kind = OpKind::kPrepared;
+  spec.internal = p;
+  ordo_status s = push_resolved(spec, p->group, p->refs.data(), p->refs.size());
+  if (s != ORDO_OK && p->release()) prepared_.finish(p);
+  return s;
+}
+
+ordo_status Engine::prepared_delete(ordo_opr opr) {
+  HandleBits b = HandleBits::decode(opr);
+  PreparedOp* p = (opr != 0 && b.tag == tag_) ? prepared_.find(b.index) : nullptr;
+  bool last = false;
+  if (!p || !p->retire(b.gen, &last)) {
+    return fail(ORDO_ERR_INVALID_HANDLE,
+                "prepared op handle 0x%016" PRIx64 " is deleted, foreign or made up", opr);
+  }
+  if (last) prepared_.finish(p);
+  return ORDO_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running and completing
+
+void Engine::execute(OpBlock* op, Worker* self) {
+  BusyScope busy(this);
+  switch (op->kind) {
+    case OpKind::kWaitSignal:
+      signal_waiter(op);
+      finalize(op, nullptr, self);
+      return;
+    case OpKind::kClearError:
+    case OpKind::kDeleteVar:
+      finalize(op, nullptr, self);  // the work happens under the var lock in finalize
+      return;
+    case OpKind::kUser:
+    case OpKind::kPrepared:
+      break;
+  }
+  if (ErrorRecord* inherited = first_error_of(op)) {
+    finalize(op, ErrorRecord::retain(inherited), self);  // skipped: passes the error on
+    return;
+  }
+  ErrorRecord* failure = call_user(op);
+  if (op->deferred) {
+    // Whichever of "callback returned" and "ordo_complete" comes second finishes the op.
+    if (op->finish_refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    failure = op->async_error;
+  }
+  finalize(op, failure, self);
+}
+
+ordo_status Engine::defer(OpBlock* op, ordo_completion* out) {
+  if (op->deferred) {
+    return fail(ORDO_ERR_INVALID_STATE, "ordo_exec_defer: the op has already deferred");
+  }
+  op->deferred = true;
+  op->finish_refs.store(2, std::memory_order_relaxed);
+  op->completion_gen.store(op->gen | OpBlock::kArmed, std::memory_order_release);
+  *out = HandleBits::encode(tag_, op->gen, op->index);
+  return ORDO_OK;
+}
+
+ordo_status Engine::complete(uint32_t gen, uint32_t index, int32_t code, const char* message) {
+  OpBlock* op = pool_.find(index);
+  uint32_t armed = gen | OpBlock::kArmed;
+  // The CAS disarms the handle: a second call, or a stale handle, fails here.
+  if (!op || !op->completion_gen.compare_exchange_strong(armed, gen, std::memory_order_acq_rel)) {
+    return fail(ORDO_ERR_INVALID_HANDLE,
+                "completion handle is stale: already completed, or never issued");
+  }
+  if (code != 0) op->async_error = ErrorRecord::make(code, op->name, message);
+  if (op->finish_refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    BusyScope busy(this);
+    finalize(op, op->async_error, current_worker());
+  }
+  return ORDO_OK;
+}
+
+// The op is done (ran, failed, was skipped, or is an internal op): publish its outcome on each
+// var, release its grants, recycle it, and hand on whatever became ready.
+void Engine::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
+  if (failure) record_failure(failure);
+  release_user_data(op);  // before waiters can wake: a waiter then sees user_data released
+  OpBlock* ready = nullptr;
+  OpBlock** ready_tail = &ready;
+  for (uint32_t i = 0; i < op->num_links; ++i) {
+    VarLink& l = op->links[i];
+    VarSlot* v = l.var;
+    {
+      SpinGuard g(v->lock);
+      if (failure && l.write) set_error(&v->error, failure);
+      if (op->kind == OpKind::kClearError) set_error(&v->error, nullptr);
+      v->release(l.write, [&](OpBlock* r) {
+        r->next = nullptr;
+        *ready_tail = r;
+        ready_tail = &r->next;
+      });
+    }
+    if (op->kind == OpKind::kDeleteVar) vars_.reclaim(v);
+  }
+  ErrorRecord::release(failure);
+  pool_.release(op, self ? &self->cache : nullptr);
+  // A worker keeps one successor for itself, but never while a callback of its own is still on
+  // the stack (that callback might wait for the successor to start).
+  Worker* keeper = tls_running_op == nullptr ? self : nullptr;
+  while (ready) {
+    OpBlock* r = ready;
+    ready = r->next;
+    dispatch(r, keeper);
+  }
+  note_completed(self);
+}
+
+void Engine::release_user_data(OpBlock* op) {
+  if (op->kind == OpKind::kPrepared) {
+    auto* p = static_cast<PreparedOp*>(op->internal);
+    if (p->release()) prepared_.finish(p);
+  } else if (op->free_fn) {
+    try {
+      op->free_fn(op->user_data);
+    } catch (...) {
+      // A throwing free_fn from a C++ caller must not take the worker down.
+    }
+  }
+}
+
+void Engine::dispatch(OpBlock* op, Worker* self) {
+  WorkerGroup* g = op->group;
+  if (!g) {
+    run_inline(op);
+  } else if (self && g->may_keep(*self, op)) {
+    self->next = op;
+  } else {
+    g->enqueue(op);
+  }
+}
+
+void Engine::run_inline(OpBlock* op) {
+  op->next = nullptr;
+  if (tls_inline && tls_inline->engine == this) {  // already looping on this thread: queue it
+    if (tls_inline->tail) {
+      tls_inline->tail->next = op;
+    } else {
+      tls_inline->head = op;
+    }
+    tls_inline->tail = op;
+    return;
+  }
+  InlineQueue q;
+  q.engine = this;
+  q.head = q.tail = op;
+  InlineQueue* outer = tls_inline;
+  tls_inline = &q;
+  while (q.head) {
+    OpBlock* r = q.head;
+    q.head = r->next;
+    if (!q.head) q.tail = nullptr;
+    execute(r, current_worker());
+  }
+  tls_inline = outer;
+}
+
+void Engine::record_failure(ErrorRecord* r) {
+  std::lock_guard<std::mutex> g(failure_mutex_);
+  if (!first_failure_) first_failure_ = ErrorRecord::retain(r);
+}
+
+void Engine::note_completed(Worker* self) {
+  if (!self) {
+    pending_sub(1);
+  } else if (++self->unflushed >= 64) {
+    flush_completions(self);
+  }
+}
+
+void Engine::flush_completions(Worker* w) {
+  if (w->unflushed == 0) return;
+  int64_t n = w->unflushed;
+  w->unflushed = 0;
+  pending_sub(n);
+}
+
+void Engine::pending_sub(int64_t n) {
+  if (pending_.fetch_sub(n, std::memory_order_seq_cst) != n) return;
+  if (idle_waiters_.load(std::memory_order_seq_cst) == 0) return;
+  std::lock_guard<std::mutex> g(idle_mutex_);
+  idle_cv_.notify_all();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Waiting
+
+ordo_status Engine::wait_idle(const uint64_t* timeout_ns) {
+  timeout_ns = finite_or_null(timeout_ns);
+  idle_waiters_.fetch_add(1, std::memory_order_seq_cst);
+  bool idle;
+  {
+    std::unique_lock<std::mutex> lock(idle_mutex_);
+    auto is_idle = [this] { return pending_.load(std::memory_order_seq_cst) == 0; };
+    if (timeout_ns) {
+      idle = idle_cv_.wait_for(lock, std::chrono::nanoseconds(*timeout_ns), is_idle);
+    } else {
+      idle_cv_.wait(lock, is_idle);
+      idle = true;
+    }
+  }
+  idle_waiters_.fetch_sub(1, std::memory_order_relaxed);
+  return idle ? ORDO_OK : ORDO_ERR_TIMEOUT;
+}
+
+ordo_status Engine::wait_for_all(const uint64_t* timeout_ns) {
+  if (shutting_down()) return fail(ORDO_ERR_SHUTDOWN, "ordo_wait_for_all: the engine is shut down");
+  if (called_from_inside()) {
+    return fail(ORDO_ERR_WOULD_DEADLOCK,
+                "ordo_wait_for_all called from inside an op of the same engine would wait for "
+                "itself; push a follow-up op instead");
+  }
+  if (wait_idle(timeout_ns) != ORDO_OK) {
+    return fail(ORDO_ERR_TIMEOUT, "ordo_wait_for_all: timed out with ops still pending");
+  }
+  ErrorRecord* first;
+  {
+    std::lock_guard<std::mutex> g(failure_mutex_);
+    first = first_failure_;
+    first_failure_ = nullptr;
+  }
+  if (!first) return ORDO_OK;
+  ordo_status s = fail(ORDO_ERR_OP_FAILED, "%s", first->text);
+  ErrorRecord::release(first);
+  return s;
+}
+
+ordo_status Engine::wait_for_var(ordo_var v, const uint64_t* timeout_ns) {
+  if (called_from_inside()) {
+    return fail(ORDO_ERR_WOULD_DEADLOCK,
+                "ordo_wait_for_var called from inside an op of the same engine could wait for "
+                "itself; push a follow-up op that reads the var instead");
+  }
+  auto* w = new Waiter();
+  // Ordered like a write, so it also waits for earlier readers (a read would overlap them).
+  if (ordo_status s = push_internal(OpKind::kWaitSignal, v, true, w)) {
+    delete w;
+    return s;
+  }
+  timeout_ns = finite_or_null(timeout_ns);
+  bool done;
+  {
+    std::unique_lock<std::mutex> lock(w->mutex);
+    auto is_done = [w] { return w->done; };
+    if (timeout_ns) {
+      done = w->cv.wait_for(lock, std::chrono::nanoseconds(*timeout_ns), is_done);
+    } else {
+      w->cv.wait(lock, is_done);
+      done = true;
+    }
+  }
+  ordo_status s = ORDO_OK;
+  if (!done) {
+    s = fail(ORDO_ERR_TIMEOUT, "ordo_wait_for_var: timed out; ops on the var are still pending");
+  } else if (w->code != 0) {
+    s = fail(ORDO_ERR_OP_FAILED, "%s", w->text);
+  }
+  w->drop();
+  return s;
+}
+
+}  // namespace ordo

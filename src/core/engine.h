@@ -1,0 +1,130 @@
+// Engine: the dependency engine behind one ordo_engine handle. It owns the var table, the op
+// pool, the prepared-op table and the worker groups, and implements push -> dependency
+// resolution -> execution -> completion. See docs/ARCHITECTURE.md for the flow.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "core/engine_config.h"
+#include "core/op_pool.h"
+#include "core/prepared.h"
+#include "core/var_refs.h"
+#include "core/var_table.h"
+#include "exec/worker_group.h"
+#include "ordo/ordo.h"
+
+namespace ordo {
+
+struct ErrorRecord;
+
+// What a push asks for, before it becomes an OpBlock.
+struct OpSpec {
+  ordo_fn fn = nullptr;
+  void* user_data = nullptr;
+  ordo_free_fn free_fn = nullptr;
+  int32_t priority = 0;
+  int32_t prop = ORDO_PROP_NORMAL;
+  int32_t device_type = ORDO_DEVICE_CPU;
+  int32_t device_id = 0;
+  const char* name = nullptr;
+  OpKind kind = OpKind::kUser;
+  void* internal = nullptr;
+};
+
+// The op whose callback runs on this thread (exec handles are valid only for it), and the worker
+// this thread is; nullptr when none.
+OpBlock* running_op();
+Worker* running_worker();
+
+class Engine {
+ public:
+  Engine(uint32_t tag, const EngineConfig& cfg);
+  ~Engine();
+  // Creates the worker groups and starts the CPU workers.
+  ordo_status start();
+  // Rejects new pushes, drains everything pushed, stops and joins the workers. Idempotent.
+  void shutdown();
+
+  const EngineConfig& config() const { return cfg_; }
+  uint32_t tag() const { return tag_; }
+  bool shutting_down() const { return shutting_down_.load(std::memory_order_acquire); }
+  // True when the calling thread is running an op (or its free_fn) of this engine: blocking on
+  // this engine from there could wait for itself.
+  bool called_from_inside() const;
+
+  // --- variables ---
+  ordo_status var_new(ordo_var* out);
+  ordo_status var_delete(ordo_var v);
+  ordo_status var_clear_error(ordo_var v);
+  ordo_status var_get_error(ordo_var v, int32_t* code, char* buf, size_t cap);
+
+  // --- ops ---
+  // Checks the op's placement (property, device) and returns the group that runs it (nullptr:
+  // inline), starting its threads if needed.
+  ordo_status route(int32_t prop, int32_t device_type, int32_t device_id, WorkerGroup** out);
+  ordo_status push(const OpSpec& spec, const ordo_var* const_vars, size_t num_const,
+                   const ordo_var* mutable_vars, size_t num_mutable);
+  ordo_status prepared_new(const OpSpec& spec, const ordo_var* const_vars, size_t num_const,
+                           const ordo_var* mutable_vars, size_t num_mutable, ordo_opr* out);
+  ordo_status prepared_push(ordo_opr opr, int32_t priority);
+  ordo_status prepared_delete(ordo_opr opr);
+
+  // --- async completion ---
+  ordo_status defer(OpBlock* op, ordo_completion* out);
+  ordo_status complete(uint32_t gen, uint32_t index, int32_t code, const char* message);
+
+  // --- waiting ---
+  ordo_status wait_for_var(ordo_var v, const uint64_t* timeout_ns);
+  ordo_status wait_for_all(const uint64_t* timeout_ns);
+
+  // --- called by workers ---
+  void enter_worker(Worker* w);
+  void execute(OpBlock* op, Worker* self);
+  void flush_completions(Worker* w);
+
+ private:
+  enum GroupIndex { kCpu, kCpuPriority, kCopyTo, kCopyFrom, kNumGroups };
+
+  ordo_status enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* ready);
+  ordo_status push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n);
+  ordo_status push_internal(OpKind kind, ordo_var v, bool write, void* internal);
+  bool begin_op();
+  void fill(OpBlock* op, const OpSpec& spec, WorkerGroup* group);
+  bool attach_links(OpBlock* op, size_t n);
+  void finalize(OpBlock* op, ErrorRecord* failure, Worker* self);
+  void release_user_data(OpBlock* op);
+  void dispatch(OpBlock* op, Worker* self);
+  void run_inline(OpBlock* op);
+  void record_failure(ErrorRecord* r);
+  void note_completed(Worker* self);
+  void pending_sub(int64_t n);
+  ordo_status wait_idle(const uint64_t* timeout_ns);
+  Worker* current_worker() const;
+
+  const uint32_t tag_;
+  const EngineConfig cfg_;
+  VarTable vars_;
+  OpPool pool_;
+  PreparedTable prepared_;
+  std::unique_ptr<WorkerGroup> groups_[kNumGroups];
+  // Routing by property; several entries may share a group (pooled), nullptr means inline
+  // (naive). In CUDA builds, per-GPU compute and copy groups sit beside these, per device id.
+  WorkerGroup* route_[kNumGroups] = {};
+
+  alignas(64) std::atomic<int64_t> pending_{0};  // pushed and not yet completed
+  alignas(64) std::atomic<bool> shutting_down_{false};
+  std::atomic<int32_t> idle_waiters_{0};
+  std::mutex idle_mutex_;
+  std::condition_variable idle_cv_;
+  std::mutex shutdown_mutex_;
+  bool shut_down_ = false;
+
+  std::mutex failure_mutex_;           // failure path only
+  ErrorRecord* first_failure_ = nullptr;  // since the last ordo_wait_for_all
+};
+
+}  // namespace ordo

@@ -1,0 +1,90 @@
+#include "core/engine_config.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "core/last_error.h"
+
+namespace ordo {
+
+namespace {
+
+constexpr int32_t kMaxThreads = 1024;
+
+int32_t default_cpu_threads() {
+  unsigned n = std::thread::hardware_concurrency();
+  return n < 2 ? 2 : static_cast<int32_t>(n > kMaxThreads ? kMaxThreads : n);
+}
+
+ordo_status parse_kind(const char* s, int32_t* out) {
+  if (!std::strcmp(s, "naive")) *out = ORDO_ENGINE_NAIVE;
+  else if (!std::strcmp(s, "pooled")) *out = ORDO_ENGINE_POOLED;
+  else if (!std::strcmp(s, "per_device")) *out = ORDO_ENGINE_PER_DEVICE;
+  else {
+    return fail(ORDO_ERR_INVALID_ARGUMENT,
+                "ORDO_ENGINE='%s' is not one of naive, pooled, per_device", s);
+  }
+  return ORDO_OK;
+}
+
+ordo_status parse_threads(const char* var, const char* s, int32_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(s, &end, 10);
+  if (errno || end == s || *end != '\0' || v < 1 || v > kMaxThreads) {
+    return fail(ORDO_ERR_INVALID_ARGUMENT, "%s='%s' is not a thread count in 1..%d", var, s,
+                kMaxThreads);
+  }
+  *out = static_cast<int32_t>(v);
+  return ORDO_OK;
+}
+
+// field > env > fallback, with range checks for explicit fields.
+ordo_status pick_threads(const char* field, int32_t value, const char* env, int32_t fallback,
+                         int32_t* out) {
+  if (value < 0 || value > kMaxThreads) {
+    return fail(ORDO_ERR_INVALID_ARGUMENT, "ordo_engine_config.%s=%d is outside 0..%d", field,
+                static_cast<int>(value), kMaxThreads);
+  }
+  if (value > 0) {
+    *out = value;
+    return ORDO_OK;
+  }
+  const char* s = std::getenv(env);
+  if (s && *s) return parse_threads(env, s, out);
+  *out = fallback;
+  return ORDO_OK;
+}
+
+}  // namespace
+
+ordo_status resolve_engine_config(const ordo_engine_config* cfg, EngineConfig* out) {
+  ordo_engine_config zero{};
+  if (!cfg) cfg = &zero;
+  if (cfg->kind < 0 || cfg->kind > ORDO_ENGINE_PER_DEVICE) {
+    return fail(ORDO_ERR_INVALID_ARGUMENT, "ordo_engine_config.kind=%d is not an ORDO_ENGINE_*",
+                static_cast<int>(cfg->kind));
+  }
+  out->kind = cfg->kind;
+  if (out->kind == ORDO_ENGINE_DEFAULT) {
+    const char* s = std::getenv("ORDO_ENGINE");
+    out->kind = ORDO_ENGINE_PER_DEVICE;
+    if (s && *s) {
+      if (ordo_status st = parse_kind(s, &out->kind)) return st;
+    }
+  }
+  if (ordo_status s = pick_threads("cpu_threads", cfg->cpu_threads, "ORDO_CPU_THREADS",
+                                   default_cpu_threads(), &out->cpu_threads)) {
+    return s;
+  }
+  if (ordo_status s = pick_threads("cpu_priority_threads", cfg->cpu_priority_threads,
+                                   "ORDO_CPU_PRIORITY_THREADS", 1, &out->cpu_priority_threads)) {
+    return s;
+  }
+  return pick_threads("copy_threads", cfg->copy_threads, "ORDO_COPY_THREADS", 1,
+                      &out->copy_threads);
+}
+
+}  // namespace ordo

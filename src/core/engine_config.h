@@ -1,0 +1,22 @@
+// The effective engine configuration: the caller's struct, then environment overrides, then
+// defaults (explicit field > env > default).
+#pragma once
+
+#include <cstdint>
+
+#include "ordo/ordo.h"
+
+namespace ordo {
+
+struct EngineConfig {
+  int32_t kind;
+  int32_t cpu_threads;
+  int32_t cpu_priority_threads;
+  int32_t copy_threads;
+};
+
+// Fills `out` from `cfg` (already size-normalized, may be NULL). ORDO_ERR_INVALID_ARGUMENT
+// with a message naming the field or variable on a bad value.
+ordo_status resolve_engine_config(const ordo_engine_config* cfg, EngineConfig* out);
+
+}  // namespace ordo

@@ -1,0 +1,19 @@
+// The thread-local "last error" message behind ordo_last_error_message(). A fixed buffer, so
+// recording an error never allocates or throws.
+#pragma once
+
+#include <cstddef>
+
+#include "ordo/ordo.h"
+
+namespace ordo {
+
+constexpr size_t kLastErrorMax = 1024;
+
+// Records a printf-style message for this thread and returns `status`, so error paths read
+// `return fail(ORDO_ERR_X, "...", ...)`.
+ordo_status fail(ordo_status status, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+const char* last_error();
+size_t copy_last_error(char* buf, size_t cap);
+
+}  // namespace ordo

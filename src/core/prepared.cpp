@@ -1,0 +1,102 @@
+#include "core/prepared.h"
+
+#include <new>
+
+#include "core/handle_bits.h"
+
+namespace ordo {
+
+bool PreparedOp::try_acquire(uint32_t g) {
+  uint64_t s = state.load(std::memory_order_acquire);
+  for (;;) {
+    if ((s >> 40) != g || (s & kRefMask) == 0) return false;
+    if (state.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) return true;
+  }
+}
+
+bool PreparedOp::release() { return (state.fetch_sub(1, std::memory_order_acq_rel) & kRefMask) == 1; }
+
+bool PreparedOp::retire(uint32_t g, bool* last) {
+  uint64_t s = state.load(std::memory_order_acquire);
+  for (;;) {
+    if ((s >> 40) != g || (s & kRefMask) == 0) return false;
+    uint64_t refs = (s & kRefMask) - 1;
+    uint64_t next = (static_cast<uint64_t>(next_generation(g)) << 40) | refs;
+    if (state.compare_exchange_weak(s, next, std::memory_order_acq_rel)) {
+      *last = refs == 0;
+      return true;
+    }
+  }
+}
+
+PreparedTable::PreparedTable() : chunks_(new std::atomic<PreparedOp*>[kMaxChunks]) {
+  for (uint32_t i = 0; i < kMaxChunks; ++i) chunks_[i].store(nullptr, std::memory_order_relaxed);
+}
+
+PreparedTable::~PreparedTable() {
+  for (uint32_t i = 0; i < kMaxChunks; ++i) delete[] chunks_[i].load(std::memory_order_relaxed);
+}
+
+PreparedOp* PreparedTable::allocate() {
+  std::lock_guard<std::mutex> g(mutex_);
+  uint32_t index;
+  if (!free_.empty()) {
+    index = free_.back();
+    free_.pop_back();
+  } else {
+    if (next_index_ == kMaxChunks * kChunkSize) return nullptr;
+    index = next_index_;
+    if (!chunks_[index >> kChunkBits].load(std::memory_order_relaxed)) {
+      auto* chunk = new (std::nothrow) PreparedOp[kChunkSize];
+      if (!chunk) return nullptr;
+      for (uint32_t j = 0; j < kChunkSize; ++j) chunk[j].index = index + j;
+      chunks_[index >> kChunkBits].store(chunk, std::memory_order_release);
+    }
+    gens_.push_back(1);
+    ++next_index_;
+  }
+  return find(index);
+}
+
+uint32_t PreparedTable::publish(PreparedOp* p) {
+  uint32_t g;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    g = gens_[p->index];
+  }
+  p->state.store((static_cast<uint64_t>(g) << 40) | 1, std::memory_order_release);
+  return g;
+}
+
+PreparedOp* PreparedTable::find(uint32_t index) const {
+  if (index >= kMaxChunks * kChunkSize) return nullptr;
+  PreparedOp* chunk = chunks_[index >> kChunkBits].load(std::memory_order_acquire);
+  return chunk ? &chunk[index & (kChunkSize - 1)] : nullptr;
+}
+
+void PreparedTable::finish(PreparedOp* p) {
+  if (p->free_fn) p->free_fn(p->user_data);
+  p->free_fn = nullptr;
+  p->refs.clear();
+  std::lock_guard<std::mutex> g(mutex_);
+  uint32_t next = static_cast<uint32_t>(p->state.load(std::memory_order_relaxed) >> 40);
+  gens_[p->index] = next;
+  if (next == 0) return;  // generations spent: retire the slot
+  try {
+    free_.push_back(p->index);
+  } catch (const std::bad_alloc&) {
+    // The slot is not reused; nothing else is lost.
+  }
+}
+
+void PreparedTable::finish_all_live() {
+  for (uint32_t i = 0; i < next_index_; ++i) {
+    PreparedOp* p = find(i);
+    uint64_t s = p->state.load(std::memory_order_acquire);
+    if ((s & PreparedOp::kRefMask) == 0) continue;
+    bool last = false;
+    if (p->retire(static_cast<uint32_t>(s >> 40), &last) && last) finish(p);
+  }
+}
+
+}  // namespace ordo

@@ -1,0 +1,92 @@
+#include "exec/worker_group.h"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <cstdio>
+#include <system_error>
+
+#include "core/engine.h"
+
+namespace ordo {
+
+WorkerGroup::WorkerGroup(Engine* engine, const char* role, int32_t threads)
+    : engine_(engine), role_(role), threads_(threads) {}
+
+WorkerGroup::~WorkerGroup() { stop_and_join(); }
+
+ordo_status WorkerGroup::start() {
+  std::lock_guard<std::mutex> g(start_mutex_);
+  if (started_.load(std::memory_order_relaxed)) return ORDO_OK;
+  try {
+    workers_.reserve(static_cast<size_t>(threads_));
+    threads_vec_.reserve(static_cast<size_t>(threads_));
+    for (int32_t i = 0; i < threads_; ++i) {
+      workers_.push_back(std::make_unique<Worker>());
+      Worker* w = workers_.back().get();
+      w->group = this;
+      w->index = i;
+      threads_vec_.emplace_back([this, w] { run(w); });
+      char name[32];  // the kernel keeps 15 characters
+      std::snprintf(name, sizeof name, "ordo-%.4s-%d", role_, static_cast<int>(i % 1000));
+      name[15] = '\0';
+      pthread_setname_np(threads_vec_.back().native_handle(), name);
+    }
+  } catch (const std::exception&) {
+    // Threads that did start serve the queue; report the shortfall only if none did.
+    if (threads_vec_.empty()) return ORDO_ERR_NO_MEMORY;
+    threads_ = static_cast<int32_t>(threads_vec_.size());
+  }
+  started_.store(true, std::memory_order_release);
+  return ORDO_OK;
+}
+
+void WorkerGroup::stop_and_join() {
+  std::lock_guard<std::mutex> g(start_mutex_);
+  stopping_.store(true, std::memory_order_seq_cst);
+  wake_.notify_all();
+  for (auto& t : threads_vec_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+void WorkerGroup::run(Worker* w) {
+  engine_->enter_worker(w);
+  for (;;) {
+    OpBlock* op = w->next;
+    w->next = nullptr;
+    if (!op) op = queue_.pop();
+    if (!op) op = wait_for_work(w);
+    if (!op) break;
+    engine_->execute(op, w);
+  }
+  engine_->flush_completions(w);
+}
+
+// Spins briefly (work often arrives within microseconds), then yields, then sleeps. Completions
+// are flushed first so that waiters see the engine idle as soon as it is.
+OpBlock* WorkerGroup::wait_for_work(Worker* w) {
+  engine_->flush_completions(w);
+  for (int round = 0; round < 64; ++round) {
+    if (OpBlock* op = queue_.pop()) return op;
+    if (round < 48) {
+      for (int i = 0; i < 32; ++i) cpu_relax();
+    } else {
+      sched_yield();
+    }
+  }
+  for (;;) {
+    uint32_t key = wake_.prepare_wait();
+    if (OpBlock* op = queue_.pop()) {
+      wake_.cancel_wait();
+      return op;
+    }
+    if (stopping_.load(std::memory_order_seq_cst)) {
+      wake_.cancel_wait();
+      return queue_.pop();
+    }
+    wake_.wait(key);
+  }
+}
+
+}  // namespace ordo

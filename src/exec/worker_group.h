@@ -1,0 +1,72 @@
+// WorkerGroup: a set of worker threads that serve one ReadyQueue (one device and property, or
+// the whole engine for the pooled kind). Threads start on first use, so per_device engines do
+// not spawn priority and copy workers nobody asks for.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/op_pool.h"
+#include "exec/event_count.h"
+#include "exec/ready_queue.h"
+#include "ordo/ordo.h"
+
+namespace ordo {
+
+class Engine;
+class WorkerGroup;
+
+struct alignas(64) Worker {
+  WorkerGroup* group = nullptr;
+  int32_t index = 0;
+  OpBlock* next = nullptr;     // a ready op this worker runs next (no queue round trip)
+  uint32_t unflushed = 0;      // completions not yet subtracted from the engine's pending count
+  OpCache cache;               // private free OpBlocks
+};
+
+class WorkerGroup {
+ public:
+  WorkerGroup(Engine* engine, const char* role, int32_t threads);
+  ~WorkerGroup();
+
+  // Starts the threads if not yet started. ORDO_OK or ORDO_ERR_NO_MEMORY.
+  ordo_status ensure_started() {
+    return started_.load(std::memory_order_acquire) ? ORDO_OK : start();
+  }
+  // Hands a ready op to the group's workers.
+  void enqueue(OpBlock* op) {
+    queue_.push(op);
+    wake_.notify_one();
+  }
+  // Whether a worker of this group that just made `op` ready may run it itself next.
+  bool may_keep(const Worker& w, const OpBlock* op) const {
+    return w.group == this && w.next == nullptr && op->priority >= 0 && !queue_.has_urgent();
+  }
+  void stop_and_join();
+  int32_t threads() const { return threads_; }
+  Engine* engine() const { return engine_; }
+  // All workers' caches (valid once joined), for the engine to account for at teardown.
+  std::vector<std::unique_ptr<Worker>>& workers() { return workers_; }
+
+ private:
+  ordo_status start();
+  void run(Worker* w);
+  OpBlock* wait_for_work(Worker* w);
+
+  Engine* engine_;
+  const char* role_;
+  int32_t threads_;
+  ReadyQueue queue_;
+  EventCount wake_;
+  std::atomic<bool> started_{false};
+  std::atomic<bool> stopping_{false};
+  std::mutex start_mutex_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<std::thread> threads_vec_;
+};
+
+}  // namespace ordo

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs every test. The main Criterion suite runs last so that its "Synthesis" line closes the log.
+set -euo pipefail
+build=${1:-build}
+here=$(cd "$(dirname "$0")" && pwd)
+
+echo "== heap allocations on the hot path"
+"$build/tests/ordo_alloc_test"
+
+echo "== consumer built against the installed ordo.pc"
+bash "$here/install_consumer.sh" "$build"
+
+echo "== Criterion suite"
+"$build/tests/ordo_tests" --jobs=2

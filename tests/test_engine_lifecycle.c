@@ -1,0 +1,372 @@
+/* Engine creation, destruction, draining and effective configuration (SPEC §6). */
+#include <criterion/criterion.h>
+#include <ordo/ordo.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+TestSuite(engine_lifecycle, .timeout = 30.0);
+
+static void clear_ordo_env(void) {
+  unsetenv("ORDO_ENGINE");
+  unsetenv("ORDO_CPU_THREADS");
+  unsetenv("ORDO_CPU_PRIORITY_THREADS");
+  unsetenv("ORDO_COPY_THREADS");
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static ordo_engine* make_engine(int32_t kind, int32_t cpu_threads) {
+  ordo_engine_config cfg;
+  ordo_engine_config_init(&cfg);
+  cfg.kind = kind;
+  cfg.cpu_threads = cpu_threads;
+  ordo_engine* e = NULL;
+  ordo_status s = ordo_engine_create(&cfg, &e);
+  cr_assert_eq(s, ORDO_OK, "create kind %d: %s (%s)", (int)kind, ordo_status_string(s),
+               ordo_last_error_message());
+  cr_assert_not_null(e);
+  return e;
+}
+
+static int thread_count(void) {
+  FILE* f = fopen("/proc/self/status", "r");
+  cr_assert_not_null(f);
+  char line[256];
+  int n = -1;
+  while (fgets(line, sizeof line, f)) {
+    if (sscanf(line, "Threads: %d", &n) == 1) break;
+  }
+  fclose(f);
+  cr_assert_gt(n, 0, "no Threads: line in /proc/self/status");
+  return n;
+}
+
+/* Waits up to ~2 s for the thread count to reach `want` (thread exit is seen slightly after
+ * pthread_join returns on some kernels). Returns the last count seen. */
+static int thread_count_settles_to(int want) {
+  int n = thread_count();
+  for (int i = 0; i < 200 && n != want; i++) {
+    sleep_ms(10);
+    n = thread_count();
+  }
+  return n;
+}
+
+static int32_t op_inc(ordo_exec* x, void* ud) {
+  (void)x;
+  atomic_fetch_add((atomic_int*)ud, 1);
+  return 0;
+}
+
+static int32_t op_sleep_then_inc(ordo_exec* x, void* ud) {
+  (void)x;
+  sleep_ms(50);
+  atomic_fetch_add((atomic_int*)ud, 1);
+  return 0;
+}
+
+static atomic_int g_freed;
+static void free_count(void* ud) {
+  (void)ud;
+  atomic_fetch_add(&g_freed, 1);
+}
+
+Test(engine_lifecycle, create_null_cfg_and_destroy) {
+  clear_ordo_env();
+  ordo_engine* e = NULL;
+  cr_assert_eq(ordo_engine_create(NULL, &e), ORDO_OK, "%s", ordo_last_error_message());
+  cr_assert_not_null(e);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+}
+
+Test(engine_lifecycle, create_each_kind_and_destroy) {
+  clear_ordo_env();
+  const int32_t kinds[] = {ORDO_ENGINE_DEFAULT, ORDO_ENGINE_NAIVE, ORDO_ENGINE_POOLED,
+                           ORDO_ENGINE_PER_DEVICE};
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+    ordo_engine* e = make_engine(kinds[i], 0);
+    ordo_var v = 0;
+    cr_assert_eq(ordo_var_new(e, &v), ORDO_OK);
+    cr_assert_neq(v, 0u);
+    cr_assert_eq(ordo_engine_destroy(e), ORDO_OK, "kind %d", (int)kinds[i]);
+  }
+}
+
+Test(engine_lifecycle, create_with_null_out) {
+  cr_assert_eq(ordo_engine_create(NULL, NULL), ORDO_ERR_INVALID_ARGUMENT);
+  ordo_engine_config cfg;
+  ordo_engine_config_init(&cfg);
+  cr_assert_eq(ordo_engine_create(&cfg, NULL), ORDO_ERR_INVALID_ARGUMENT);
+}
+
+Test(engine_lifecycle, create_failure_sets_out_to_null) {
+  clear_ordo_env();
+  struct {
+    int32_t kind, cpu, prio, copy;
+  } bad[] = {
+      {99, 0, 0, 0}, {-1, 0, 0, 0}, {ORDO_ENGINE_POOLED, -1, 0, 0},
+      {ORDO_ENGINE_PER_DEVICE, 0, -1, 0}, {ORDO_ENGINE_PER_DEVICE, 0, 0, -1},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    ordo_engine_config cfg;
+    ordo_engine_config_init(&cfg);
+    cfg.kind = bad[i].kind;
+    cfg.cpu_threads = bad[i].cpu;
+    cfg.cpu_priority_threads = bad[i].prio;
+    cfg.copy_threads = bad[i].copy;
+    ordo_engine* e = (ordo_engine*)(uintptr_t)0x1;
+    ordo_status s = ordo_engine_create(&cfg, &e);
+    cr_assert_eq(s, ORDO_ERR_INVALID_ARGUMENT, "case %zu: got %s", i, ordo_status_string(s));
+    cr_assert_null(e, "case %zu: *out not set to NULL on failure", i);
+    cr_assert_gt(strlen(ordo_last_error_message()), 0u);
+  }
+}
+
+static void check_destroy_drains_independent(int32_t kind) {
+  ordo_engine* e = make_engine(kind, 2);
+  atomic_int counter = 0;
+  atomic_store(&g_freed, 0);
+  ordo_push_opts o;
+  ordo_push_opts_init(&o);
+  o.free_fn = free_count;
+  for (int i = 0; i < 1000; i++) {
+    cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, NULL, 0, &o), ORDO_OK);
+  }
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&counter), 1000, "kind %d: %d of 1000 ops ran before destroy returned",
+               (int)kind, atomic_load(&counter));
+  cr_assert_eq(atomic_load(&g_freed), 1000, "kind %d: free_fn ran %d times", (int)kind,
+               atomic_load(&g_freed));
+}
+
+Test(engine_lifecycle, destroy_drains_pushed_work_per_device) {
+  check_destroy_drains_independent(ORDO_ENGINE_PER_DEVICE);
+}
+Test(engine_lifecycle, destroy_drains_pushed_work_pooled) {
+  check_destroy_drains_independent(ORDO_ENGINE_POOLED);
+}
+Test(engine_lifecycle, destroy_drains_pushed_work_naive) {
+  check_destroy_drains_independent(ORDO_ENGINE_NAIVE);
+}
+
+static void check_destroy_drains_chain(int32_t kind) {
+  ordo_engine* e = make_engine(kind, 2);
+  ordo_var v = 0;
+  cr_assert_eq(ordo_var_new(e, &v), ORDO_OK);
+  atomic_int counter = 0;
+  /* A slow head keeps the whole chain pending when destroy is called. */
+  cr_assert_eq(ordo_opr_push(e, op_sleep_then_inc, &counter, NULL, 0, &v, 1, NULL), ORDO_OK);
+  for (int i = 0; i < 999; i++) {
+    if (i % 2)
+      cr_assert_eq(ordo_opr_push(e, op_inc, &counter, &v, 1, NULL, 0, NULL), ORDO_OK);
+    else
+      cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, &v, 1, NULL), ORDO_OK);
+  }
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&counter), 1000, "kind %d: %d of 1000 chained ops ran", (int)kind,
+               atomic_load(&counter));
+}
+
+Test(engine_lifecycle, destroy_drains_dependent_chain_per_device) {
+  check_destroy_drains_chain(ORDO_ENGINE_PER_DEVICE);
+}
+Test(engine_lifecycle, destroy_drains_dependent_chain_pooled) {
+  check_destroy_drains_chain(ORDO_ENGINE_POOLED);
+}
+
+Test(engine_lifecycle, destroy_drains_every_property) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE, 2);
+  atomic_int counter = 0;
+  const int32_t props[] = {ORDO_PROP_NORMAL, ORDO_PROP_CPU_PRIORITIZED, ORDO_PROP_COPY_TO_DEVICE,
+                           ORDO_PROP_COPY_FROM_DEVICE, ORDO_PROP_ASYNC};
+  ordo_var v = 0;
+  cr_assert_eq(ordo_var_new(e, &v), ORDO_OK);
+  cr_assert_eq(ordo_opr_push(e, op_sleep_then_inc, &counter, NULL, 0, &v, 1, NULL), ORDO_OK);
+  for (int i = 0; i < 100; i++) {
+    ordo_push_opts o;
+    ordo_push_opts_init(&o);
+    o.prop = props[i % 5];
+    /* Half depend on the slow head, half are independent. */
+    if (i % 2)
+      cr_assert_eq(ordo_opr_push(e, op_inc, &counter, &v, 1, NULL, 0, &o), ORDO_OK);
+    else
+      cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, NULL, 0, &o), ORDO_OK);
+  }
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&counter), 101);
+}
+
+Test(engine_lifecycle, push_after_destroy_returns_shutdown) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE, 2);
+  ordo_var v = 0;
+  cr_assert_eq(ordo_var_new(e, &v), ORDO_OK);
+  cr_assert_eq(ordo_engine_retain(e), ORDO_OK);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+
+  atomic_int counter = 0;
+  atomic_store(&g_freed, 0);
+  ordo_push_opts o;
+  ordo_push_opts_init(&o);
+  o.free_fn = free_count;
+  cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, NULL, 0, &o), ORDO_ERR_SHUTDOWN);
+  cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, &v, 1, &o), ORDO_ERR_SHUTDOWN);
+  o.prop = ORDO_PROP_ASYNC;
+  cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, NULL, 0, &o), ORDO_ERR_SHUTDOWN);
+  cr_assert_gt(strlen(ordo_last_error_message()), 0u);
+  ordo_var w = 0;
+  cr_assert_eq(ordo_var_new(e, &w), ORDO_ERR_SHUTDOWN);
+  cr_assert_eq(ordo_engine_release(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&counter), 0, "an op pushed after destroy ran");
+  cr_assert_eq(atomic_load(&g_freed), 0, "free_fn called for a push that failed");
+}
+
+static void create_destroy_loop(int32_t kind, int iterations) {
+  for (int i = 0; i < iterations; i++) {
+    ordo_engine* e = NULL;
+    ordo_status s;
+    if (kind == ORDO_ENGINE_DEFAULT) {
+      s = ordo_engine_create(NULL, &e);
+    } else {
+      ordo_engine_config cfg;
+      ordo_engine_config_init(&cfg);
+      cfg.kind = kind;
+      s = ordo_engine_create(&cfg, &e);
+    }
+    cr_assert_eq(s, ORDO_OK, "iteration %d: %s", i, ordo_last_error_message());
+    atomic_int counter = 0;
+    if (i % 4 == 0) cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, NULL, 0, NULL), ORDO_OK);
+    cr_assert_eq(ordo_engine_destroy(e), ORDO_OK, "iteration %d", i);
+    cr_assert_eq(atomic_load(&counter), i % 4 == 0 ? 1 : 0);
+  }
+}
+
+Test(engine_lifecycle, create_destroy_loop_leaks_no_threads) {
+  clear_ordo_env();
+  int before = thread_count();
+  create_destroy_loop(ORDO_ENGINE_DEFAULT, 100);
+  create_destroy_loop(ORDO_ENGINE_POOLED, 50);
+  create_destroy_loop(ORDO_ENGINE_NAIVE, 50);
+  int after = thread_count_settles_to(before);
+  cr_assert_eq(after, before, "threads before %d, after 200 create/destroy %d", before, after);
+}
+
+Test(engine_lifecycle, release_to_zero_leaks_no_threads) {
+  clear_ordo_env();
+  int before = thread_count();
+  for (int i = 0; i < 50; i++) {
+    ordo_engine* e = NULL;
+    cr_assert_eq(ordo_engine_create(NULL, &e), ORDO_OK);
+    cr_assert_eq(ordo_engine_release(e), ORDO_OK);
+  }
+  int after = thread_count_settles_to(before);
+  cr_assert_eq(after, before, "threads before %d, after 50 create/release %d", before, after);
+}
+
+Test(engine_lifecycle, pooled_engine_starts_its_workers) {
+  clear_ordo_env();
+  int before = thread_count();
+  ordo_engine* e = make_engine(ORDO_ENGINE_POOLED, 4);
+  int during = thread_count();
+  cr_assert_geq(during, before + 4, "pooled cpu_threads=4: threads %d -> %d", before, during);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+  int after = thread_count_settles_to(before);
+  cr_assert_eq(after, before);
+}
+
+Test(engine_lifecycle, naive_engine_starts_no_threads) {
+  clear_ordo_env();
+  int before = thread_count();
+  ordo_engine* e = make_engine(ORDO_ENGINE_NAIVE, 0);
+  int during = thread_count();
+  cr_assert_eq(during, before, "naive engine started %d threads", during - before);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+}
+
+static ordo_engine_config get_config(ordo_engine* e) {
+  ordo_engine_config out;
+  ordo_engine_config_init(&out);
+  out.kind = -77;
+  out.cpu_threads = -77;
+  out.cpu_priority_threads = -77;
+  out.copy_threads = -77;
+  ordo_status s = ordo_engine_get_config(e, &out);
+  cr_assert_eq(s, ORDO_OK, "get_config: %s", ordo_last_error_message());
+  return out;
+}
+
+Test(engine_lifecycle, get_config_explicit_pooled) {
+  clear_ordo_env();
+  ordo_engine* e = make_engine(ORDO_ENGINE_POOLED, 3);
+  ordo_engine_config c = get_config(e);
+  cr_assert_eq(c.struct_size, (uint32_t)sizeof(ordo_engine_config));
+  cr_assert_eq(c.kind, ORDO_ENGINE_POOLED);
+  cr_assert_eq(c.cpu_threads, 3);
+  cr_assert_eq(c.flags, 0u);
+  cr_assert_null(c.next);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+}
+
+Test(engine_lifecycle, get_config_explicit_per_device) {
+  clear_ordo_env();
+  ordo_engine_config cfg;
+  ordo_engine_config_init(&cfg);
+  cfg.kind = ORDO_ENGINE_PER_DEVICE;
+  cfg.cpu_threads = 3;
+  cfg.cpu_priority_threads = 2;
+  cfg.copy_threads = 2;
+  ordo_engine* e = NULL;
+  cr_assert_eq(ordo_engine_create(&cfg, &e), ORDO_OK);
+  ordo_engine_config c = get_config(e);
+  cr_assert_eq(c.kind, ORDO_ENGINE_PER_DEVICE);
+  cr_assert_eq(c.cpu_threads, 3);
+  cr_assert_eq(c.cpu_priority_threads, 2);
+  cr_assert_eq(c.copy_threads, 2);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+}
+
+Test(engine_lifecycle, get_config_defaults) {
+  clear_ordo_env();
+  ordo_engine* e = NULL;
+  cr_assert_eq(ordo_engine_create(NULL, &e), ORDO_OK);
+  ordo_engine_config c = get_config(e);
+  long hw = sysconf(_SC_NPROCESSORS_ONLN);
+  int32_t want = hw > 2 ? (int32_t)hw : 2;
+  cr_assert_eq(c.kind, ORDO_ENGINE_PER_DEVICE, "default kind %d", (int)c.kind);
+  cr_assert_eq(c.cpu_threads, want, "default cpu_threads %d, want %d", (int)c.cpu_threads,
+               (int)want);
+  cr_assert_eq(c.cpu_priority_threads, 1);
+  cr_assert_eq(c.copy_threads, 1);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+}
+
+Test(engine_lifecycle, get_config_naive_kind) {
+  clear_ordo_env();
+  ordo_engine* e = make_engine(ORDO_ENGINE_NAIVE, 0);
+  ordo_engine_config c = get_config(e);
+  cr_assert_eq(c.kind, ORDO_ENGINE_NAIVE);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+}
+
+Test(engine_lifecycle, get_config_writes_at_most_struct_size) {
+  clear_ordo_env();
+  ordo_engine* e = make_engine(ORDO_ENGINE_POOLED, 3);
+  union {
+    ordo_engine_config c;
+    unsigned char bytes[sizeof(ordo_engine_config)];
+  } u;
+  memset(&u, 0x5A, sizeof u);
+  const size_t small = offsetof(ordo_engine_config, cpu_threads);
+  u.c.struct_size = (uint32_t)small;
+  cr_assert_eq(ordo_engine_get_config(e, &u.c), ORDO_OK, "%s", ordo_last_error_message());
+  cr_assert_eq(u.c.kind, ORDO_ENGINE_POOLED);
+  for (size_t i = small; i < sizeof u; i++)
+    cr_assert_eq(u.bytes[i], 0x5A, "byte %zu beyond struct_size %zu was written", i, small);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+}

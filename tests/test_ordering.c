@@ -1,0 +1,628 @@
+/*
+ * §2 ordering rule: writes in push order, readers overlap, readers/writers wait for each other,
+ * duplicate vars and vars in both lists, ops without vars, independent ops run concurrently,
+ * and linearizable, deadlock-free pushes from several threads.
+ *
+ * Callbacks never assert: they record into atomics and the test thread asserts afterwards.
+ */
+#include "test_util.h"
+
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+TestSuite(ordering, .timeout = 30.0);
+
+static int32_t g_kind;
+#define ST(expr, want) TU_ASSERT_ST(expr, want, tu_kind_name(g_kind))
+
+static ordo_engine* make_engine(int32_t kind) {
+  ordo_engine* e = NULL;
+  g_kind = kind;
+  ST(tu_engine_create(kind, 2, &e), ORDO_OK);
+  cr_assert_not_null(e);
+  return e;
+}
+
+static void destroy_engine(ordo_engine* e) { ST(ordo_engine_destroy(e), ORDO_OK); }
+
+static ordo_var new_var(ordo_engine* e) {
+  ordo_var v = 0;
+  ST(ordo_var_new(e, &v), ORDO_OK);
+  cr_assert_neq(v, 0);
+  return v;
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* A sequence log: each op appends its sequence number and counts how many ops are inside.      */
+/* ------------------------------------------------------------------------------------------- */
+
+typedef struct seq_ctx {
+  atomic_int next;
+  atomic_int inside;
+  atomic_int max_inside;
+  int cap;
+  int* log;
+} seq_ctx;
+
+typedef struct seq_item {
+  seq_ctx* ctx;
+  int seq;
+  int linger_ms; /* > 0: wait this long for another op to enter (widens the overlap window) */
+} seq_item;
+
+static void seq_ctx_init(seq_ctx* c, int cap) {
+  atomic_init(&c->next, 0);
+  atomic_init(&c->inside, 0);
+  atomic_init(&c->max_inside, 0);
+  c->cap = cap;
+  c->log = calloc((size_t)cap, sizeof(int));
+  cr_assert_not_null(c->log);
+}
+
+static int32_t seq_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  seq_item* it = ud;
+  seq_ctx* c = it->ctx;
+  int in = atomic_fetch_add(&c->inside, 1) + 1;
+  tu_atomic_max(&c->max_inside, in);
+  int pos = atomic_fetch_add(&c->next, 1);
+  if (pos < c->cap) c->log[pos] = it->seq;
+  if (it->linger_ms > 0) {
+    tu_wait_ge(&c->inside, 2, (uint32_t)it->linger_ms);
+    tu_atomic_max(&c->max_inside, atomic_load(&c->inside));
+  }
+  atomic_fetch_sub(&c->inside, 1);
+  return 0;
+}
+
+static void assert_log_in_order(const seq_ctx* c, int n) {
+  for (int i = 0; i < n; ++i) {
+    cr_assert_eq(c->log[i], i, "%s: op #%d ran at position %d (expected push order)",
+                 tu_kind_name(g_kind), c->log[i], i);
+  }
+}
+
+Test(ordering, writes_to_one_var_run_in_push_order) {
+  enum { N = 10000 };
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_all_kinds[k]);
+    ordo_var v = new_var(e);
+    seq_ctx c;
+    seq_ctx_init(&c, N);
+    seq_item* items = calloc(N, sizeof *items);
+    cr_assert_not_null(items);
+    for (int i = 0; i < N; ++i) {
+      items[i] = (seq_item){&c, i, 0};
+      ST(ordo_opr_push(e, seq_fn, &items[i], NULL, 0, &v, 1, NULL), ORDO_OK);
+    }
+    ST(ordo_wait_for_var(e, v), ORDO_OK);
+    cr_assert_eq(atomic_load(&c.next), N, "%s: %d of %d writes ran", tu_kind_name(g_kind),
+                 atomic_load(&c.next), N);
+    cr_assert_eq(atomic_load(&c.max_inside), 1, "%s: %d writers of one var overlapped",
+                 tu_kind_name(g_kind), atomic_load(&c.max_inside));
+    assert_log_in_order(&c, N);
+    destroy_engine(e);
+    free(items);
+    free(c.log);
+  }
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* Readers and writers interleaved: every reader sees exactly the writes pushed before it.      */
+/* ------------------------------------------------------------------------------------------- */
+
+typedef struct rw_ctx {
+  atomic_int version;      /* bumped by each writer */
+  atomic_int bad_reader;   /* reader saw a version other than its epoch (start or end) */
+  atomic_int bad_writer;   /* writer did not find the version it expected */
+  atomic_int readers_in;   /* readers inside */
+  atomic_int writer_saw_readers;
+  atomic_int ran;
+} rw_ctx;
+
+typedef struct rw_item {
+  rw_ctx* c;
+  int is_writer;
+  int epoch; /* writers: version before the write; readers: version they must see */
+} rw_item;
+
+static int32_t rw_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  rw_item* it = ud;
+  rw_ctx* c = it->c;
+  if (it->is_writer) {
+    if (atomic_load(&c->readers_in) != 0) atomic_fetch_add(&c->writer_saw_readers, 1);
+    int v = atomic_load(&c->version);
+    if (v != it->epoch) atomic_fetch_add(&c->bad_writer, 1);
+    for (int i = 0; i < 50; ++i) atomic_signal_fence(memory_order_seq_cst);
+    atomic_store(&c->version, v + 1);
+  } else {
+    atomic_fetch_add(&c->readers_in, 1);
+    if (atomic_load(&c->version) != it->epoch) atomic_fetch_add(&c->bad_reader, 1);
+    for (int i = 0; i < 200; ++i) atomic_signal_fence(memory_order_seq_cst);
+    if (atomic_load(&c->version) != it->epoch) atomic_fetch_add(&c->bad_reader, 1);
+    atomic_fetch_sub(&c->readers_in, 1);
+  }
+  atomic_fetch_add(&c->ran, 1);
+  return 0;
+}
+
+Test(ordering, readers_and_writers_see_exactly_the_writes_pushed_before) {
+  enum { N = 4000 };
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_all_kinds[k]);
+    ordo_var v = new_var(e);
+    rw_ctx c;
+    memset(&c, 0, sizeof c);
+    rw_item* items = calloc(N, sizeof *items);
+    cr_assert_not_null(items);
+    unsigned rng = 12345u;
+    int epoch = 0;
+    for (int i = 0; i < N; ++i) {
+      rng = rng * 1103515245u + 12345u;
+      int writer = ((rng >> 16) % 4u) == 0; /* about one writer per three readers */
+      items[i] = (rw_item){&c, writer, epoch};
+      if (writer) {
+        ST(ordo_opr_push(e, rw_fn, &items[i], NULL, 0, &v, 1, NULL), ORDO_OK);
+        ++epoch;
+      } else {
+        ST(ordo_opr_push(e, rw_fn, &items[i], &v, 1, NULL, 0, NULL), ORDO_OK);
+      }
+    }
+    ST(ordo_wait_for_var(e, v), ORDO_OK);
+    cr_assert_eq(atomic_load(&c.ran), N, "%s", tu_kind_name(g_kind));
+    cr_assert_eq(atomic_load(&c.version), epoch, "%s", tu_kind_name(g_kind));
+    cr_assert_eq(atomic_load(&c.bad_reader), 0,
+                 "%s: %d reader checks saw a write pushed after them or missed one before",
+                 tu_kind_name(g_kind), atomic_load(&c.bad_reader));
+    cr_assert_eq(atomic_load(&c.bad_writer), 0, "%s: %d writers ran out of push order",
+                 tu_kind_name(g_kind), atomic_load(&c.bad_writer));
+    cr_assert_eq(atomic_load(&c.writer_saw_readers), 0, "%s: %d writers overlapped readers",
+                 tu_kind_name(g_kind), atomic_load(&c.writer_saw_readers));
+    destroy_engine(e);
+    free(items);
+  }
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* Meeting ops: each waits (up to 5 s) for the others to have started. They pass only if the   */
+/* engine runs them at the same time.                                                          */
+/* ------------------------------------------------------------------------------------------- */
+
+typedef struct meet_ctx {
+  atomic_int started;
+  atomic_int met;
+  int want;
+} meet_ctx;
+
+static void meet_init(meet_ctx* m, int want) {
+  atomic_init(&m->started, 0);
+  atomic_init(&m->met, 0);
+  m->want = want;
+}
+
+static int32_t meet_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  meet_ctx* m = ud;
+  atomic_fetch_add(&m->started, 1);
+  if (tu_wait_ge(&m->started, m->want, 5000)) atomic_fetch_add(&m->met, 1);
+  return 0;
+}
+
+Test(ordering, two_readers_of_one_var_overlap) {
+  for (int k = 0; k < TU_NUM_THREADED_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_threaded_kinds[k]);
+    ordo_var v = new_var(e);
+    meet_ctx m;
+    meet_init(&m, 2);
+    ST(ordo_opr_push(e, meet_fn, &m, &v, 1, NULL, 0, NULL), ORDO_OK);
+    ST(ordo_opr_push(e, meet_fn, &m, &v, 1, NULL, 0, NULL), ORDO_OK);
+    ST(ordo_wait_for_var(e, v), ORDO_OK);
+    cr_assert_eq(atomic_load(&m.started), 2, "%s", tu_kind_name(g_kind));
+    cr_assert_eq(atomic_load(&m.met), 2, "%s: two readers of one var did not run at the same time",
+                 tu_kind_name(g_kind));
+    destroy_engine(e);
+  }
+}
+
+Test(ordering, readers_after_a_writer_overlap_each_other) {
+  /* A writer, then two readers that also list another var as const: the readers wait for the
+   * writer and then overlap. */
+  for (int k = 0; k < TU_NUM_THREADED_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_threaded_kinds[k]);
+    ordo_var v = new_var(e);
+    ordo_var u = new_var(e);
+    atomic_int wrote;
+    atomic_init(&wrote, 0);
+    ST(ordo_opr_push(e, tu_count_fn, &wrote, NULL, 0, &v, 1, NULL), ORDO_OK);
+    meet_ctx m;
+    meet_init(&m, 2);
+    ordo_var r1[2] = {v, u};
+    ordo_var r2[2] = {u, v};
+    ST(ordo_opr_push(e, meet_fn, &m, r1, 2, NULL, 0, NULL), ORDO_OK);
+    ST(ordo_opr_push(e, meet_fn, &m, r2, 2, NULL, 0, NULL), ORDO_OK);
+    ST(ordo_wait_for_var(e, v), ORDO_OK);
+    cr_assert_eq(atomic_load(&wrote), 1, "%s", tu_kind_name(g_kind));
+    cr_assert_eq(atomic_load(&m.met), 2, "%s: readers after a writer did not overlap",
+                 tu_kind_name(g_kind));
+    destroy_engine(e);
+  }
+}
+
+Test(ordering, independent_ops_run_concurrently) {
+  for (int k = 0; k < TU_NUM_THREADED_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_threaded_kinds[k]);
+    ordo_var a = new_var(e);
+    ordo_var b = new_var(e);
+
+    /* Writers of two different vars. */
+    meet_ctx m1;
+    meet_init(&m1, 2);
+    ST(ordo_opr_push(e, meet_fn, &m1, NULL, 0, &a, 1, NULL), ORDO_OK);
+    ST(ordo_opr_push(e, meet_fn, &m1, NULL, 0, &b, 1, NULL), ORDO_OK);
+    ST(ordo_wait_for_all(e), ORDO_OK);
+    cr_assert_eq(atomic_load(&m1.met), 2, "%s: writers of different vars did not overlap",
+                 tu_kind_name(g_kind));
+
+    /* A reader of a and a writer of b. */
+    meet_ctx m2;
+    meet_init(&m2, 2);
+    ST(ordo_opr_push(e, meet_fn, &m2, &a, 1, NULL, 0, NULL), ORDO_OK);
+    ST(ordo_opr_push(e, meet_fn, &m2, NULL, 0, &b, 1, NULL), ORDO_OK);
+    ST(ordo_wait_for_all(e), ORDO_OK);
+    cr_assert_eq(atomic_load(&m2.met), 2, "%s: reader of a and writer of b did not overlap",
+                 tu_kind_name(g_kind));
+
+    /* Two ops with no vars at all. */
+    meet_ctx m3;
+    meet_init(&m3, 2);
+    ST(ordo_opr_push(e, meet_fn, &m3, NULL, 0, NULL, 0, NULL), ORDO_OK);
+    ST(ordo_opr_push(e, meet_fn, &m3, NULL, 0, NULL, 0, NULL), ORDO_OK);
+    ST(ordo_wait_for_all(e), ORDO_OK);
+    cr_assert_eq(atomic_load(&m3.met), 2, "%s: ops with no vars did not overlap",
+                 tu_kind_name(g_kind));
+    destroy_engine(e);
+  }
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* Readers after a writer wait for it; a writer after readers waits for all of them.           */
+/* ------------------------------------------------------------------------------------------- */
+
+typedef struct gate_ctx {
+  atomic_int writer_done;
+  atomic_int readers_done;
+  atomic_int readers_saw_writer; /* readers that started after the writer finished */
+  atomic_int writer_saw_readers; /* readers finished when the (second) writer started */
+} gate_ctx;
+
+static int32_t slow_writer_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  gate_ctx* g = ud;
+  tu_sleep_ms(50);
+  atomic_store(&g->writer_done, 1);
+  return 0;
+}
+
+static int32_t reader_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  gate_ctx* g = ud;
+  if (atomic_load(&g->writer_done) == 1) atomic_fetch_add(&g->readers_saw_writer, 1);
+  tu_sleep_ms(20);
+  atomic_fetch_add(&g->readers_done, 1);
+  return 0;
+}
+
+static int32_t late_writer_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  gate_ctx* g = ud;
+  atomic_store(&g->writer_saw_readers, atomic_load(&g->readers_done));
+  return 0;
+}
+
+Test(ordering, readers_wait_for_writer_and_writer_waits_for_all_readers) {
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_all_kinds[k]);
+    ordo_var v = new_var(e);
+    gate_ctx g;
+    memset(&g, 0, sizeof g);
+    atomic_store(&g.writer_saw_readers, -1);
+    ST(ordo_opr_push(e, slow_writer_fn, &g, NULL, 0, &v, 1, NULL), ORDO_OK);
+    for (int i = 0; i < 3; ++i) ST(ordo_opr_push(e, reader_fn, &g, &v, 1, NULL, 0, NULL), ORDO_OK);
+    ST(ordo_opr_push(e, late_writer_fn, &g, NULL, 0, &v, 1, NULL), ORDO_OK);
+    ST(ordo_wait_for_var(e, v), ORDO_OK);
+    cr_assert_eq(atomic_load(&g.readers_saw_writer), 3,
+                 "%s: only %d of 3 readers started after the writer pushed before them finished",
+                 tu_kind_name(g_kind), atomic_load(&g.readers_saw_writer));
+    cr_assert_eq(atomic_load(&g.writer_saw_readers), 3,
+                 "%s: a writer started when %d of the 3 readers before it had finished",
+                 tu_kind_name(g_kind), atomic_load(&g.writer_saw_readers));
+    destroy_engine(e);
+  }
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* Duplicate vars and vars in both lists.                                                       */
+/* ------------------------------------------------------------------------------------------- */
+
+Test(ordering, duplicate_vars_count_once) {
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_all_kinds[k]);
+    ordo_var v = new_var(e);
+    ordo_var w = new_var(e);
+    atomic_int ran;
+    atomic_init(&ran, 0);
+    ordo_var cv[3] = {v, v, v};
+    ordo_var mv[3] = {w, w, w};
+    /* Would self-deadlock if a repeated var were queued twice. */
+    ST(ordo_opr_push(e, tu_count_fn, &ran, cv, 3, mv, 3, NULL), ORDO_OK);
+    ST(ordo_opr_push(e, tu_count_fn, &ran, NULL, 0, mv, 2, NULL), ORDO_OK);
+    ST(ordo_opr_push(e, tu_count_fn, &ran, cv, 2, NULL, 0, NULL), ORDO_OK);
+    ST(ordo_wait_for_all_timeout(e, TU_MS_NS(5000)), ORDO_OK);
+    cr_assert_eq(atomic_load(&ran), 3, "%s", tu_kind_name(g_kind));
+    ST(ordo_wait_for_var(e, v), ORDO_OK);
+    ST(ordo_wait_for_var(e, w), ORDO_OK);
+
+    /* Writers listing their var twice still run in push order, one at a time. */
+    enum { N = 8 };
+    seq_ctx c;
+    seq_ctx_init(&c, N);
+    seq_item items[N];
+    ordo_var twice[2] = {v, v};
+    for (int i = 0; i < N; ++i) {
+      items[i] = (seq_item){&c, i, tu_all_kinds[k] != ORDO_ENGINE_NAIVE ? 15 : 0};
+      ST(ordo_opr_push(e, seq_fn, &items[i], NULL, 0, twice, 2, NULL), ORDO_OK);
+    }
+    ST(ordo_wait_for_var_timeout(e, v, TU_MS_NS(5000)), ORDO_OK);
+    cr_assert_eq(atomic_load(&c.next), N, "%s", tu_kind_name(g_kind));
+    cr_assert_eq(atomic_load(&c.max_inside), 1, "%s: writers listing a var twice overlapped",
+                 tu_kind_name(g_kind));
+    assert_log_in_order(&c, N);
+    free(c.log);
+    destroy_engine(e);
+  }
+}
+
+Test(ordering, var_in_both_lists_counts_as_mutable) {
+  /* Ops that list v as both const and mutable must serialize with each other and with plain
+   * readers of v. Each op waits up to 15 ms for another op to enter; a reader-like treatment of
+   * the var would let them overlap. */
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    int32_t kind = tu_all_kinds[k];
+    ordo_engine* e = make_engine(kind);
+    ordo_var v = new_var(e);
+    ordo_var u = new_var(e);
+    int linger = kind == ORDO_ENGINE_NAIVE ? 0 : 15;
+    enum { N = 10 };
+    seq_ctx c;
+    seq_ctx_init(&c, N);
+    seq_item items[N];
+    for (int i = 0; i < N; ++i) {
+      items[i] = (seq_item){&c, i, linger};
+      if (i % 5 == 4) {
+        /* a plain reader of v between "both" ops */
+        ST(ordo_opr_push(e, seq_fn, &items[i], &v, 1, NULL, 0, NULL), ORDO_OK);
+      } else if (i % 2 == 0) {
+        ordo_var cv[2] = {u, v};
+        ST(ordo_opr_push(e, seq_fn, &items[i], cv, 2, &v, 1, NULL), ORDO_OK);
+      } else {
+        ordo_var mv[2] = {v, u};
+        ordo_var cv[2] = {v, v};
+        ST(ordo_opr_push(e, seq_fn, &items[i], cv, 2, mv, 2, NULL), ORDO_OK);
+      }
+    }
+    ST(ordo_wait_for_var_timeout(e, v, TU_MS_NS(5000)), ORDO_OK);
+    cr_assert_eq(atomic_load(&c.next), N, "%s", tu_kind_name(g_kind));
+    cr_assert_eq(atomic_load(&c.max_inside), 1,
+                 "%s: ops listing a var as const and mutable overlapped (treated as a reader?)",
+                 tu_kind_name(g_kind));
+    assert_log_in_order(&c, N);
+    free(c.log);
+    destroy_engine(e);
+  }
+}
+
+Test(ordering, ops_with_no_vars_run) {
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_all_kinds[k]);
+    atomic_int ran;
+    atomic_init(&ran, 0);
+    ordo_var dummy[1] = {0}; /* non-NULL arrays with a zero count are fine and never read */
+    for (int i = 0; i < 100; ++i) {
+      if (i % 2 == 0) {
+        ST(ordo_opr_push(e, tu_count_fn, &ran, NULL, 0, NULL, 0, NULL), ORDO_OK);
+      } else {
+        ST(ordo_opr_push(e, tu_count_fn, &ran, dummy, 0, dummy, 0, NULL), ORDO_OK);
+      }
+    }
+    ST(ordo_wait_for_all(e), ORDO_OK);
+    cr_assert_eq(atomic_load(&ran), 100, "%s: %d of 100 var-less ops ran", tu_kind_name(g_kind),
+                 atomic_load(&ran));
+    destroy_engine(e);
+  }
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* Several threads pushing ops on {a,b} and {b,a} at once.                                      */
+/* ------------------------------------------------------------------------------------------- */
+
+enum { MT_THREADS = 4, MT_OPS = 20000 };
+
+typedef struct mt_ctx {
+  atomic_int w[2];        /* writers inside, per var */
+  atomic_int r[2];        /* readers inside, per var */
+  atomic_int overlap;     /* a writer met another op on its var */
+  atomic_int order_bad;   /* a thread's ops ran out of its program order */
+  atomic_int last_seq[MT_THREADS];
+  atomic_int ran;
+  atomic_int pushers_done;
+  atomic_int push_fail;   /* first failing push status, or 0 */
+} mt_ctx;
+
+static mt_ctx* g_mt;
+
+typedef struct mt_arg {
+  ordo_engine* e;
+  ordo_var a, b;
+  int t;
+} mt_arg;
+
+static void mt_enter(mt_ctx* c, int var, int write) {
+  if (write) {
+    int w = atomic_fetch_add(&c->w[var], 1) + 1;
+    if (w != 1 || atomic_load(&c->r[var]) != 0) atomic_fetch_add(&c->overlap, 1);
+  } else {
+    atomic_fetch_add(&c->r[var], 1);
+    if (atomic_load(&c->w[var]) != 0) atomic_fetch_add(&c->overlap, 1);
+  }
+}
+
+static void mt_leave(mt_ctx* c, int var, int write) {
+  atomic_fetch_sub(write ? &c->w[var] : &c->r[var], 1);
+}
+
+/* user_data encodes (seq << 4) | (type << 2) | thread. type 0: writes a and b; type 1: reads a,
+ * writes b; type 2: reads b, writes a. Every pair of ops shares a var one of them writes, so
+ * all ops are totally ordered and each thread's ops must run in its program order. */
+static int32_t mt_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  mt_ctx* c = g_mt;
+  uintptr_t u = (uintptr_t)ud;
+  int t = (int)(u & 3u);
+  int type = (int)((u >> 2) & 3u);
+  int seq = (int)(u >> 4);
+  int wa = type == 0 || type == 2;
+  int wb = type == 0 || type == 1;
+  mt_enter(c, 0, wa);
+  mt_enter(c, 1, wb);
+  if (atomic_load(&c->last_seq[t]) >= seq) atomic_fetch_add(&c->order_bad, 1);
+  atomic_store(&c->last_seq[t], seq);
+  mt_leave(c, 1, wb);
+  mt_leave(c, 0, wa);
+  atomic_fetch_add(&c->ran, 1);
+  return 0;
+}
+
+static void* mt_pusher(void* p) {
+  mt_arg* arg = p;
+  mt_ctx* c = g_mt;
+  ordo_var ab[2] = {arg->a, arg->b};
+  ordo_var ba[2] = {arg->b, arg->a};
+  int odd = arg->t & 1;
+  for (int i = 0; i < MT_OPS; ++i) {
+    int type = i % 3;
+    void* ud = (void*)(((uintptr_t)i << 4) | ((uintptr_t)type << 2) | (uintptr_t)arg->t);
+    ordo_status s;
+    if (type == 0) {
+      s = ordo_opr_push(arg->e, mt_fn, ud, NULL, 0, odd ? ba : ab, 2, NULL);
+    } else if (type == 1) {
+      s = ordo_opr_push(arg->e, mt_fn, ud, &arg->a, 1, &arg->b, 1, NULL);
+    } else {
+      /* odd threads also list the written var among the const ones */
+      s = ordo_opr_push(arg->e, mt_fn, ud, odd ? ba : &arg->b, odd ? 2 : 1, &arg->a, 1, NULL);
+    }
+    if (s != ORDO_OK) {
+      tu_record_first(&c->push_fail, 0, s);
+      break;
+    }
+  }
+  atomic_fetch_add(&c->pushers_done, 1);
+  return NULL;
+}
+
+Test(ordering, concurrent_pushes_in_opposite_var_orders_are_linearizable) {
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_all_kinds[k]);
+    ordo_var a = new_var(e);
+    ordo_var b = new_var(e);
+    mt_ctx c;
+    memset(&c, 0, sizeof c);
+    for (int t = 0; t < MT_THREADS; ++t) atomic_store(&c.last_seq[t], -1);
+    g_mt = &c;
+    pthread_t th[MT_THREADS];
+    mt_arg args[MT_THREADS];
+    for (int t = 0; t < MT_THREADS; ++t) {
+      args[t] = (mt_arg){e, a, b, t};
+      cr_assert_eq(pthread_create(&th[t], NULL, mt_pusher, &args[t]), 0);
+    }
+    cr_assert(tu_wait_eq(&c.pushers_done, MT_THREADS, 20000),
+              "%s: pushers deadlocked (%d of %d finished, %d ops ran)", tu_kind_name(g_kind),
+              atomic_load(&c.pushers_done), MT_THREADS, atomic_load(&c.ran));
+    for (int t = 0; t < MT_THREADS; ++t) pthread_join(th[t], NULL);
+    cr_assert_eq(atomic_load(&c.push_fail), 0, "%s: a push failed with %s", tu_kind_name(g_kind),
+                 ordo_status_string(atomic_load(&c.push_fail)));
+    ST(ordo_wait_for_all_timeout(e, TU_MS_NS(20000)), ORDO_OK);
+    cr_assert_eq(atomic_load(&c.ran), MT_THREADS * MT_OPS, "%s: %d ops ran",
+                 tu_kind_name(g_kind), atomic_load(&c.ran));
+    cr_assert_eq(atomic_load(&c.overlap), 0, "%s: %d times a writer overlapped another op on its var",
+                 tu_kind_name(g_kind), atomic_load(&c.overlap));
+    cr_assert_eq(atomic_load(&c.order_bad), 0,
+                 "%s: %d ops ran before an op their own thread pushed earlier",
+                 tu_kind_name(g_kind), atomic_load(&c.order_bad));
+    for (int t = 0; t < MT_THREADS; ++t) {
+      cr_assert_eq(atomic_load(&c.last_seq[t]), MT_OPS - 1, "%s", tu_kind_name(g_kind));
+    }
+    destroy_engine(e);
+    g_mt = NULL;
+  }
+}
+
+/* Per-thread program order on per-thread vars while the threads share a third var as reader. */
+typedef struct po_arg {
+  ordo_engine* e;
+  ordo_var own;
+  ordo_var shared;
+  seq_ctx* ctx;
+  seq_item* items;
+  int n;
+  atomic_int* fail;
+} po_arg;
+
+static void* po_pusher(void* p) {
+  po_arg* arg = p;
+  for (int i = 0; i < arg->n; ++i) {
+    arg->items[i] = (seq_item){arg->ctx, i, 0};
+    ordo_status s =
+        ordo_opr_push(arg->e, seq_fn, &arg->items[i], &arg->shared, 1, &arg->own, 1, NULL);
+    if (s != ORDO_OK) {
+      tu_record_first(arg->fail, 0, s);
+      break;
+    }
+  }
+  return NULL;
+}
+
+Test(ordering, each_threads_program_order_is_kept_per_var) {
+  enum { T = 3, N = 5000 };
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_all_kinds[k]);
+    ordo_var shared = new_var(e);
+    seq_ctx ctx[T];
+    seq_item* items[T];
+    po_arg args[T];
+    pthread_t th[T];
+    atomic_int fail;
+    atomic_init(&fail, 0);
+    for (int t = 0; t < T; ++t) {
+      seq_ctx_init(&ctx[t], N);
+      items[t] = calloc(N, sizeof(seq_item));
+      cr_assert_not_null(items[t]);
+      args[t] = (po_arg){e, new_var(e), shared, &ctx[t], items[t], N, &fail};
+    }
+    for (int t = 0; t < T; ++t) cr_assert_eq(pthread_create(&th[t], NULL, po_pusher, &args[t]), 0);
+    for (int t = 0; t < T; ++t) pthread_join(th[t], NULL);
+    cr_assert_eq(atomic_load(&fail), 0, "%s: push failed: %s", tu_kind_name(g_kind),
+                 ordo_status_string(atomic_load(&fail)));
+    ST(ordo_wait_for_all_timeout(e, TU_MS_NS(20000)), ORDO_OK);
+    for (int t = 0; t < T; ++t) {
+      cr_assert_eq(atomic_load(&ctx[t].next), N, "%s", tu_kind_name(g_kind));
+      cr_assert_eq(atomic_load(&ctx[t].max_inside), 1, "%s", tu_kind_name(g_kind));
+      assert_log_in_order(&ctx[t], N);
+      free(ctx[t].log);
+      free(items[t]);
+    }
+    destroy_engine(e);
+  }
+}

@@ -1,0 +1,288 @@
+/* Engine reference counting, shutdown through extra references and made-up engine pointers
+ * (SPEC §6, header: ordo_engine_retain / ordo_engine_release). */
+#include <criterion/criterion.h>
+#include <ordo/ordo.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+TestSuite(refcount, .timeout = 30.0);
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static ordo_engine* make_engine(int32_t kind) {
+  ordo_engine_config cfg;
+  ordo_engine_config_init(&cfg);
+  cfg.kind = kind;
+  cfg.cpu_threads = 2;
+  ordo_engine* e = NULL;
+  ordo_status s = ordo_engine_create(&cfg, &e);
+  cr_assert_eq(s, ORDO_OK, "create: %s", ordo_last_error_message());
+  cr_assert_not_null(e);
+  return e;
+}
+
+static int32_t op_inc(ordo_exec* x, void* ud) {
+  (void)x;
+  atomic_fetch_add((atomic_int*)ud, 1);
+  return 0;
+}
+
+static int32_t op_slow_inc(ordo_exec* x, void* ud) {
+  (void)x;
+  sleep_ms(20);
+  atomic_fetch_add((atomic_int*)ud, 1);
+  return 0;
+}
+
+static int32_t op_noop(ordo_exec* x, void* ud) {
+  (void)x;
+  (void)ud;
+  return 0;
+}
+
+/* Every call that must report SHUTDOWN on an engine whose destroy has run. */
+static void check_all_shutdown(ordo_engine* e, ordo_var v, const char* when) {
+  atomic_int counter = 0;
+  ordo_var w = 0;
+  cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, NULL, 0, NULL), ORDO_ERR_SHUTDOWN,
+               "%s: push", when);
+  cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, &v, 1, NULL), ORDO_ERR_SHUTDOWN,
+               "%s: push on var", when);
+  cr_assert_eq(ordo_var_new(e, &w), ORDO_ERR_SHUTDOWN, "%s: var_new", when);
+  cr_assert_eq(ordo_wait_for_var(e, v), ORDO_ERR_SHUTDOWN, "%s: wait_for_var", when);
+  cr_assert_eq(ordo_wait_for_var_timeout(e, v, 1000000), ORDO_ERR_SHUTDOWN,
+               "%s: wait_for_var_timeout", when);
+  cr_assert_eq(ordo_wait_for_all(e), ORDO_ERR_SHUTDOWN, "%s: wait_for_all", when);
+  cr_assert_eq(ordo_wait_for_all_timeout(e, 1000000), ORDO_ERR_SHUTDOWN,
+               "%s: wait_for_all_timeout", when);
+  cr_assert_eq(ordo_var_clear_error(e, v), ORDO_ERR_SHUTDOWN, "%s: clear_error", when);
+  cr_assert_eq(ordo_var_delete(e, v), ORDO_ERR_SHUTDOWN, "%s: var_delete", when);
+  ordo_opr p = 0;
+  cr_assert_eq(ordo_opr_new(e, op_noop, NULL, NULL, 0, NULL, 0, NULL, &p), ORDO_ERR_SHUTDOWN,
+               "%s: opr_new", when);
+  cr_assert_eq(atomic_load(&counter), 0, "%s: an op ran after destroy", when);
+}
+
+/* Every call that must report INVALID_HANDLE for an engine pointer that is not (or no longer)
+ * an engine. */
+static void check_all_invalid_handle(ordo_engine* e, const char* what) {
+  atomic_int counter = 0;
+  ordo_var w = 0;
+  ordo_engine_config c;
+  ordo_engine_config_init(&c);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_ERR_INVALID_HANDLE, "%s: destroy", what);
+  cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, NULL, 0, NULL),
+               ORDO_ERR_INVALID_HANDLE, "%s: push", what);
+  cr_assert_eq(ordo_var_new(e, &w), ORDO_ERR_INVALID_HANDLE, "%s: var_new", what);
+  cr_assert_eq(ordo_engine_retain(e), ORDO_ERR_INVALID_HANDLE, "%s: retain", what);
+  cr_assert_eq(ordo_engine_release(e), ORDO_ERR_INVALID_HANDLE, "%s: release", what);
+  cr_assert_eq(ordo_engine_get_config(e, &c), ORDO_ERR_INVALID_HANDLE, "%s: get_config", what);
+  cr_assert_eq(ordo_wait_for_all(e), ORDO_ERR_INVALID_HANDLE, "%s: wait_for_all", what);
+  cr_assert_eq(ordo_wait_for_all_timeout(e, 1000), ORDO_ERR_INVALID_HANDLE,
+               "%s: wait_for_all_timeout", what);
+  ordo_opr p = 0;
+  cr_assert_eq(ordo_opr_new(e, op_noop, NULL, NULL, 0, NULL, 0, NULL, &p),
+               ORDO_ERR_INVALID_HANDLE, "%s: opr_new", what);
+  cr_assert_eq(atomic_load(&counter), 0);
+  cr_assert_gt(strlen(ordo_last_error_message()), 0u);
+}
+
+Test(refcount, retain_release_balance) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  for (int i = 0; i < 10; i++) cr_assert_eq(ordo_engine_retain(e), ORDO_OK);
+  for (int i = 0; i < 10; i++) {
+    cr_assert_eq(ordo_engine_release(e), ORDO_OK);
+    /* Still referenced by the creator: fully usable. */
+    atomic_int counter = 0;
+    cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, NULL, 0, NULL), ORDO_OK);
+    cr_assert_eq(ordo_wait_for_all(e), ORDO_OK);
+    cr_assert_eq(atomic_load(&counter), 1);
+  }
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+}
+
+Test(refcount, destroy_with_extra_references) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  ordo_var v = 0;
+  cr_assert_eq(ordo_var_new(e, &v), ORDO_OK);
+  cr_assert_eq(ordo_engine_retain(e), ORDO_OK);
+  cr_assert_eq(ordo_engine_retain(e), ORDO_OK);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+  check_all_shutdown(e, v, "after destroy, 2 refs left");
+  /* Retain still works on a shut-down engine. */
+  cr_assert_eq(ordo_engine_retain(e), ORDO_OK);
+  cr_assert_eq(ordo_engine_release(e), ORDO_OK);
+  cr_assert_eq(ordo_engine_release(e), ORDO_OK);
+  check_all_shutdown(e, v, "after destroy, 1 ref left");
+  cr_assert_eq(ordo_engine_release(e), ORDO_OK, "final release");
+  check_all_invalid_handle(e, "after the last release");
+}
+
+Test(refcount, destroy_twice) {
+  /* Still referenced: SHUTDOWN. */
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  cr_assert_eq(ordo_engine_retain(e), ORDO_OK);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_ERR_SHUTDOWN);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_ERR_SHUTDOWN);
+  cr_assert_eq(ordo_engine_release(e), ORDO_OK, "the extra reference is still there");
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_ERR_INVALID_HANDLE);
+
+  /* No other reference: freed, INVALID_HANDLE. */
+  ordo_engine* f = make_engine(ORDO_ENGINE_POOLED);
+  cr_assert_eq(ordo_engine_destroy(f), ORDO_OK);
+  cr_assert_eq(ordo_engine_destroy(f), ORDO_ERR_INVALID_HANDLE);
+  cr_assert_eq(ordo_engine_release(f), ORDO_ERR_INVALID_HANDLE);
+}
+
+Test(refcount, second_destroy_does_not_drop_another_reference) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  cr_assert_eq(ordo_engine_retain(e), ORDO_OK);
+  cr_assert_eq(ordo_engine_retain(e), ORDO_OK);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_ERR_SHUTDOWN);
+  /* Two references must remain: the first release keeps the memory. */
+  cr_assert_eq(ordo_engine_release(e), ORDO_OK);
+  cr_assert_eq(ordo_opr_push(e, op_noop, NULL, NULL, 0, NULL, 0, NULL), ORDO_ERR_SHUTDOWN,
+               "engine freed too early: the failed second destroy dropped a reference");
+  cr_assert_eq(ordo_engine_release(e), ORDO_OK);
+  check_all_invalid_handle(e, "after the last release");
+}
+
+Test(refcount, last_release_without_destroy_drains_and_frees) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  ordo_var v = 0;
+  cr_assert_eq(ordo_var_new(e, &v), ORDO_OK);
+  atomic_int counter = 0;
+  cr_assert_eq(ordo_opr_push(e, op_slow_inc, &counter, NULL, 0, &v, 1, NULL), ORDO_OK);
+  for (int i = 0; i < 499; i++)
+    cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, &v, 1, NULL), ORDO_OK);
+  cr_assert_eq(ordo_engine_retain(e), ORDO_OK);
+  cr_assert_eq(ordo_engine_release(e), ORDO_OK);
+  /* One reference left (the creator's); still live. */
+  cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, &v, 1, NULL), ORDO_OK);
+  cr_assert_eq(ordo_engine_release(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&counter), 501, "the last release returned before the work drained");
+  check_all_invalid_handle(e, "after the last release");
+}
+
+Test(refcount, release_then_destroy_is_invalid) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_NAIVE);
+  cr_assert_eq(ordo_engine_release(e), ORDO_OK);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_ERR_INVALID_HANDLE);
+}
+
+Test(refcount, made_up_engine_pointers) {
+  int some_local = 0;
+  check_all_invalid_handle((ordo_engine*)&some_local, "address of a local");
+  check_all_invalid_handle((ordo_engine*)(uintptr_t)0x1234, "0x1234");
+  check_all_invalid_handle((ordo_engine*)(uintptr_t)0xdeadbeef12345678ull, "0xdeadbeef...");
+  void* heap = calloc(1, 4096);
+  cr_assert_not_null(heap);
+  check_all_invalid_handle((ordo_engine*)heap, "a calloc'd block");
+  free(heap);
+
+  /* A pointer near a real engine is not that engine. */
+  ordo_engine* e = make_engine(ORDO_ENGINE_POOLED);
+  check_all_invalid_handle((ordo_engine*)((char*)e + 1), "engine + 1");
+  check_all_invalid_handle((ordo_engine*)((char*)e + 8), "engine + 8");
+  /* ... and the real one was not disturbed. */
+  atomic_int counter = 0;
+  cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, NULL, 0, NULL), ORDO_OK);
+  cr_assert_eq(ordo_wait_for_all(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&counter), 1);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+}
+
+Test(refcount, made_up_pointer_var_calls) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_POOLED);
+  ordo_var v = 0;
+  cr_assert_eq(ordo_var_new(e, &v), ORDO_OK);
+  ordo_engine* bad = (ordo_engine*)(uintptr_t)0x1234;
+  int32_t code = 0;
+  cr_assert_eq(ordo_var_delete(bad, v), ORDO_ERR_INVALID_HANDLE);
+  cr_assert_eq(ordo_var_clear_error(bad, v), ORDO_ERR_INVALID_HANDLE);
+  cr_assert_eq(ordo_var_get_error(bad, v, &code, NULL, 0), ORDO_ERR_INVALID_HANDLE);
+  cr_assert_eq(ordo_wait_for_var(bad, v), ORDO_ERR_INVALID_HANDLE);
+  cr_assert_eq(ordo_wait_for_var_timeout(bad, v, 1000), ORDO_ERR_INVALID_HANDLE);
+  cr_assert_eq(ordo_opr_push_prepared(bad, 1, 0), ORDO_ERR_INVALID_HANDLE);
+  cr_assert_eq(ordo_opr_delete(bad, 1), ORDO_ERR_INVALID_HANDLE);
+  /* v survived all that. */
+  cr_assert_eq(ordo_wait_for_var(e, v), ORDO_OK);
+  cr_assert_eq(ordo_var_delete(e, v), ORDO_OK);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+}
+
+/* ---- destroy and release from inside an op ---- */
+
+struct inside {
+  ordo_engine* e;
+  atomic_int destroy_st;
+  atomic_int release_st;
+  atomic_int ran;
+};
+
+static int32_t op_destroy_self(ordo_exec* x, void* ud) {
+  (void)x;
+  struct inside* s = ud;
+  atomic_store(&s->destroy_st, ordo_engine_destroy(s->e));
+  atomic_store(&s->release_st, ordo_engine_release(s->e));
+  atomic_store(&s->ran, 1);
+  return 0;
+}
+
+static void check_inside_op(int32_t kind) {
+  ordo_engine* e = make_engine(kind);
+  struct inside s;
+  memset(&s, 0, sizeof s);
+  s.e = e;
+  atomic_store(&s.destroy_st, -1);
+  atomic_store(&s.release_st, -1);
+  cr_assert_eq(ordo_opr_push(e, op_destroy_self, &s, NULL, 0, NULL, 0, NULL), ORDO_OK);
+  cr_assert_eq(ordo_wait_for_all(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&s.ran), 1);
+  cr_assert_eq(atomic_load(&s.destroy_st), ORDO_ERR_WOULD_DEADLOCK, "kind %d: destroy inside op",
+               (int)kind);
+  cr_assert_eq(atomic_load(&s.release_st), ORDO_ERR_WOULD_DEADLOCK,
+               "kind %d: last release inside op", (int)kind);
+  /* Nothing happened: the engine is alive and the creator's reference is still there. */
+  atomic_int counter = 0;
+  cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, NULL, 0, NULL), ORDO_OK);
+  cr_assert_eq(ordo_wait_for_all(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&counter), 1);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_ERR_INVALID_HANDLE);
+}
+
+Test(refcount, destroy_inside_op_would_deadlock_per_device) {
+  check_inside_op(ORDO_ENGINE_PER_DEVICE);
+}
+Test(refcount, destroy_inside_op_would_deadlock_naive) { check_inside_op(ORDO_ENGINE_NAIVE); }
+
+static int32_t op_release_extra(ordo_exec* x, void* ud) {
+  (void)x;
+  struct inside* s = ud;
+  atomic_store(&s->release_st, ordo_engine_release(s->e));
+  atomic_store(&s->ran, 1);
+  return 0;
+}
+
+Test(refcount, non_last_release_inside_op_is_ok) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  cr_assert_eq(ordo_engine_retain(e), ORDO_OK);
+  struct inside s;
+  memset(&s, 0, sizeof s);
+  s.e = e;
+  atomic_store(&s.release_st, -1);
+  cr_assert_eq(ordo_opr_push(e, op_release_extra, &s, NULL, 0, NULL, 0, NULL), ORDO_OK);
+  cr_assert_eq(ordo_wait_for_all(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&s.release_st), ORDO_OK);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_ERR_INVALID_HANDLE,
+               "the reference released inside the op was not dropped");
+}

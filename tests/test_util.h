@@ -1,0 +1,181 @@
+/*
+ * Small helpers shared by the Criterion test files. Generic on purpose: nothing here asserts, so
+ * it is usable from worker-thread callbacks and from any test file. Include after <ordo/ordo.h>
+ * or on its own (it includes it).
+ */
+#ifndef ORDO_TESTS_TEST_UTIL_H
+#define ORDO_TESTS_TEST_UTIL_H
+
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include <ordo/ordo.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+/** Monotonic clock in nanoseconds. */
+static inline uint64_t tu_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/** Monotonic clock in milliseconds. */
+static inline uint64_t tu_now_ms(void) { return tu_now_ns() / 1000000ull; }
+
+/** Sleeps for ms milliseconds (restarts on EINTR). */
+static inline void tu_sleep_ms(uint32_t ms) {
+  struct timespec ts;
+  ts.tv_sec = (time_t)(ms / 1000u);
+  ts.tv_nsec = (long)(ms % 1000u) * 1000000L;
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+/** Sleeps for us microseconds. */
+static inline void tu_sleep_us(uint32_t us) {
+  struct timespec ts;
+  ts.tv_sec = (time_t)(us / 1000000u);
+  ts.tv_nsec = (long)(us % 1000000u) * 1000L;
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+/** Waits until *p >= target or timeout_ms passes. Returns true when the target was reached. */
+static inline bool tu_wait_ge(atomic_int* p, int target, uint32_t timeout_ms) {
+  uint64_t deadline = tu_now_ms() + timeout_ms;
+  for (unsigned spins = 0;; ++spins) {
+    if (atomic_load(p) >= target) return true;
+    if (tu_now_ms() >= deadline) return atomic_load(p) >= target;
+    if (spins > 64) tu_sleep_us(50);
+  }
+}
+
+/** Waits until *p == target or timeout_ms passes. Returns true when the target was reached. */
+static inline bool tu_wait_eq(atomic_int* p, int target, uint32_t timeout_ms) {
+  uint64_t deadline = tu_now_ms() + timeout_ms;
+  for (unsigned spins = 0;; ++spins) {
+    if (atomic_load(p) == target) return true;
+    if (tu_now_ms() >= deadline) return atomic_load(p) == target;
+    if (spins > 64) tu_sleep_us(50);
+  }
+}
+
+/** Records the largest value seen into *max (atomic max). */
+static inline void tu_atomic_max(atomic_int* max, int v) {
+  int cur = atomic_load(max);
+  while (v > cur && !atomic_compare_exchange_weak(max, &cur, v)) {
+  }
+}
+
+/** Stores s into *slot only when it is still `unset` (keeps the first value recorded). */
+static inline void tu_record_first(atomic_int* slot, int unset, int s) {
+  int expected = unset;
+  atomic_compare_exchange_strong(slot, &expected, s);
+}
+
+/**
+ * Creates an engine of the given kind (ORDO_ENGINE_*) with cpu_threads CPU workers (0 = default).
+ * Returns the status of ordo_engine_create; *out is NULL on failure.
+ */
+static inline ordo_status tu_engine_create(int32_t kind, int32_t cpu_threads, ordo_engine** out) {
+  ordo_engine_config cfg;
+  ordo_engine_config_init(&cfg);
+  cfg.kind = kind;
+  cfg.cpu_threads = cpu_threads;
+  return ordo_engine_create(&cfg, out);
+}
+
+/** Kinds with worker threads that can overlap ops (pooled, per_device). */
+static const int32_t tu_threaded_kinds[] = {ORDO_ENGINE_POOLED, ORDO_ENGINE_PER_DEVICE};
+#define TU_NUM_THREADED_KINDS 2
+/** Every engine kind, the naive one first. */
+static const int32_t tu_all_kinds[] = {ORDO_ENGINE_NAIVE, ORDO_ENGINE_POOLED,
+                                       ORDO_ENGINE_PER_DEVICE};
+#define TU_NUM_ALL_KINDS 3
+
+/** A short readable name for an engine kind, for assertion messages. */
+static inline const char* tu_kind_name(int32_t kind) {
+  switch (kind) {
+    case ORDO_ENGINE_NAIVE: return "naive";
+    case ORDO_ENGINE_POOLED: return "pooled";
+    case ORDO_ENGINE_PER_DEVICE: return "per_device";
+    default: return "default";
+  }
+}
+
+/** Push options with a name (may be NULL) and defaults otherwise. */
+static inline ordo_push_opts tu_opts_named(const char* name) {
+  ordo_push_opts o;
+  ordo_push_opts_init(&o);
+  o.name = name;
+  return o;
+}
+
+/** A deferred op's record: tu_defer_fn defers and stores its completion handle here. */
+typedef struct tu_deferred {
+  _Atomic uint64_t completion; /**< 0 until the op has deferred */
+  atomic_int defer_status;     /**< status of ordo_exec_defer */
+  atomic_int calls;            /**< times the callback ran */
+} tu_deferred;
+
+static inline void tu_deferred_init(tu_deferred* d) {
+  atomic_init(&d->completion, 0);
+  atomic_init(&d->defer_status, -1);
+  atomic_init(&d->calls, 0);
+}
+
+/** An op callback (user_data: tu_deferred*) that defers and leaves completion to the caller. */
+static inline int32_t tu_defer_fn(ordo_exec* exec, void* user_data) {
+  tu_deferred* d = (tu_deferred*)user_data;
+  ordo_completion c = 0;
+  ordo_status s = ordo_exec_defer(exec, &c);
+  atomic_store(&d->defer_status, s);
+  atomic_store(&d->completion, c);
+  atomic_fetch_add(&d->calls, 1);
+  return 0;
+}
+
+/** Waits up to timeout_ms for the deferred op to have deferred; returns its handle or 0. */
+static inline ordo_completion tu_deferred_wait(tu_deferred* d, uint32_t timeout_ms) {
+  uint64_t deadline = tu_now_ms() + timeout_ms;
+  for (;;) {
+    ordo_completion c = atomic_load(&d->completion);
+    if (c != 0 || tu_now_ms() >= deadline) return c;
+    tu_sleep_us(50);
+  }
+}
+
+/** An op callback (user_data: atomic_int*) that counts its calls and succeeds. */
+static inline int32_t tu_count_fn(ordo_exec* exec, void* user_data) {
+  (void)exec;
+  atomic_fetch_add((atomic_int*)user_data, 1);
+  return 0;
+}
+
+/** A free_fn (user_data: atomic_int*) that counts its calls. */
+static inline void tu_count_free(void* user_data) { atomic_fetch_add((atomic_int*)user_data, 1); }
+
+/**
+ * Criterion helper (expands only where used, so this header does not need Criterion): asserts
+ * that expr returns `want`, printing both status names, ctx (a string) and the thread's last
+ * error message.
+ */
+#define TU_ASSERT_ST(expr, want, ctx)                                                         \
+  do {                                                                                        \
+    ordo_status tu_st_ = (expr);                                                              \
+    char tu_msg_[512];                                                                        \
+    ordo_last_error_copy(tu_msg_, sizeof tu_msg_);                                            \
+    ordo_status tu_want_ = (want);                                                            \
+    cr_assert_eq(tu_st_, tu_want_, "%s: %s -> %s, want %s (last error: \"%s\")", (ctx), #expr, \
+                 ordo_status_string(tu_st_), ordo_status_string(tu_want_), tu_msg_);          \
+  } while (0)
+
+/** One ms in nanoseconds, for the *_timeout waits. */
+#define TU_MS_NS(ms) ((uint64_t)(ms) * 1000000ull)
+
+#endif /* ORDO_TESTS_TEST_UTIL_H */

@@ -1,0 +1,536 @@
+/*
+ * §4 waiting: ordo_wait_for_var waits for every earlier op on the var (readers and writers) and
+ * nothing else; timed waits time out without side effects; waits and destroy from inside an op
+ * return ORDO_ERR_WOULD_DEADLOCK at once; waits on empty engines and bad handles.
+ *
+ * Callbacks never assert: they record into atomics and the test thread asserts afterwards.
+ */
+#include "test_util.h"
+
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+TestSuite(wait, .timeout = 30.0);
+
+static int32_t g_kind;
+#define ST(expr, want) TU_ASSERT_ST(expr, want, tu_kind_name(g_kind))
+
+static ordo_engine* make_engine(int32_t kind) {
+  ordo_engine* e = NULL;
+  g_kind = kind;
+  ST(tu_engine_create(kind, 2, &e), ORDO_OK);
+  cr_assert_not_null(e);
+  return e;
+}
+
+static void destroy_engine(ordo_engine* e) { ST(ordo_engine_destroy(e), ORDO_OK); }
+
+static ordo_var new_var(ordo_engine* e) {
+  ordo_var v = 0;
+  ST(ordo_var_new(e, &v), ORDO_OK);
+  return v;
+}
+
+static ordo_completion wait_deferred(tu_deferred* d) {
+  ordo_completion h = tu_deferred_wait(d, 5000);
+  cr_assert_neq(h, 0, "%s: the op never deferred", tu_kind_name(g_kind));
+  return h;
+}
+
+/* ------------------------------------------------------------------------------------------- */
+
+typedef struct slow_ctx {
+  atomic_int writers_done;
+  atomic_int readers_done;
+} slow_ctx;
+
+static int32_t slow_writer(ordo_exec* exec, void* ud) {
+  (void)exec;
+  tu_sleep_ms(20);
+  atomic_fetch_add(&((slow_ctx*)ud)->writers_done, 1);
+  return 0;
+}
+
+static int32_t slow_reader(ordo_exec* exec, void* ud) {
+  (void)exec;
+  tu_sleep_ms(30);
+  atomic_fetch_add(&((slow_ctx*)ud)->readers_done, 1);
+  return 0;
+}
+
+/* Holds a worker until released (or 5 s pass); records whether it was released. */
+typedef struct hold_ctx {
+  atomic_int started;
+  atomic_int release;
+  atomic_int released_in_time;
+} hold_ctx;
+
+static int32_t hold_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  hold_ctx* h = ud;
+  atomic_store(&h->started, 1);
+  if (tu_wait_eq(&h->release, 1, 5000)) atomic_store(&h->released_in_time, 1);
+  return 0;
+}
+
+Test(wait, wait_for_var_waits_for_earlier_readers_and_writers) {
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_all_kinds[k]);
+    ordo_var v = new_var(e);
+    slow_ctx c;
+    memset(&c, 0, sizeof c);
+    ST(ordo_opr_push(e, slow_writer, &c, NULL, 0, &v, 1, NULL), ORDO_OK);
+    ST(ordo_opr_push(e, slow_reader, &c, &v, 1, NULL, 0, NULL), ORDO_OK);
+    ST(ordo_opr_push(e, slow_reader, &c, &v, 1, NULL, 0, NULL), ORDO_OK);
+    ST(ordo_wait_for_var(e, v), ORDO_OK);
+    cr_assert_eq(atomic_load(&c.writers_done), 1, "%s", tu_kind_name(g_kind));
+    cr_assert_eq(atomic_load(&c.readers_done), 2,
+                 "%s: wait_for_var returned with %d of 2 readers done", tu_kind_name(g_kind),
+                 atomic_load(&c.readers_done));
+
+    /* Only readers pending (wait after readers, no writer behind them). */
+    memset(&c, 0, sizeof c);
+    for (int i = 0; i < 3; ++i) ST(ordo_opr_push(e, slow_reader, &c, &v, 1, NULL, 0, NULL), ORDO_OK);
+    ST(ordo_wait_for_var(e, v), ORDO_OK);
+    cr_assert_eq(atomic_load(&c.readers_done), 3,
+                 "%s: wait_for_var returned with %d of 3 readers done", tu_kind_name(g_kind),
+                 atomic_load(&c.readers_done));
+
+    /* A writer followed by readers that also read another var. */
+    memset(&c, 0, sizeof c);
+    ordo_var u = new_var(e);
+    ordo_var both[2] = {u, v};
+    ST(ordo_opr_push(e, slow_writer, &c, &u, 1, &v, 1, NULL), ORDO_OK);
+    ST(ordo_opr_push(e, slow_reader, &c, both, 2, NULL, 0, NULL), ORDO_OK);
+    ST(ordo_wait_for_var(e, v), ORDO_OK);
+    cr_assert_eq(atomic_load(&c.writers_done), 1, "%s", tu_kind_name(g_kind));
+    cr_assert_eq(atomic_load(&c.readers_done), 1, "%s", tu_kind_name(g_kind));
+    destroy_engine(e);
+  }
+}
+
+Test(wait, wait_for_var_does_not_wait_for_other_vars) {
+  for (int k = 0; k < TU_NUM_THREADED_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_threaded_kinds[k]);
+    ordo_var v = new_var(e), other = new_var(e);
+    hold_ctx h;
+    memset(&h, 0, sizeof h);
+    slow_ctx c;
+    memset(&c, 0, sizeof c);
+    ST(ordo_opr_push(e, hold_fn, &h, NULL, 0, &other, 1, NULL), ORDO_OK);
+    ST(ordo_opr_push(e, slow_writer, &c, NULL, 0, &v, 1, NULL), ORDO_OK);
+    ST(ordo_wait_for_var_timeout(e, v, TU_MS_NS(3000)), ORDO_OK);
+    cr_assert_eq(atomic_load(&c.writers_done), 1, "%s", tu_kind_name(g_kind));
+    /* The op on the other var is still held. */
+    ST(ordo_wait_for_var_timeout(e, other, TU_MS_NS(10)), ORDO_ERR_TIMEOUT);
+    atomic_store(&h.release, 1);
+    ST(ordo_wait_for_var(e, other), ORDO_OK);
+    cr_assert_eq(atomic_load(&h.released_in_time), 1,
+                 "%s: wait_for_var(v) waited for an op on another var", tu_kind_name(g_kind));
+    destroy_engine(e);
+  }
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* Timed waits.                                                                                */
+/* ------------------------------------------------------------------------------------------- */
+
+Test(wait, timed_waits_time_out_on_a_deferred_op_and_later_succeed) {
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_all_kinds[k]);
+    ordo_var v = new_var(e), free_var = new_var(e);
+    tu_deferred d;
+    tu_deferred_init(&d);
+    ST(ordo_opr_push(e, tu_defer_fn, &d, NULL, 0, &v, 1, NULL), ORDO_OK);
+    ordo_completion h = wait_deferred(&d);
+    atomic_int after;
+    atomic_init(&after, 0);
+    ST(ordo_opr_push(e, tu_count_fn, &after, &v, 1, NULL, 0, NULL), ORDO_OK);
+
+    uint64_t t0 = tu_now_ns();
+    ST(ordo_wait_for_var_timeout(e, v, TU_MS_NS(50)), ORDO_ERR_TIMEOUT);
+    uint64_t took = tu_now_ns() - t0;
+    cr_assert_geq(took, TU_MS_NS(45), "%s: 50 ms timeout returned after %llu ns",
+                  tu_kind_name(g_kind), (unsigned long long)took);
+    cr_assert_lt(took, TU_MS_NS(2000), "%s: 50 ms timeout returned after %llu ms",
+                 tu_kind_name(g_kind), (unsigned long long)(took / 1000000u));
+
+    t0 = tu_now_ns();
+    ST(ordo_wait_for_all_timeout(e, TU_MS_NS(50)), ORDO_ERR_TIMEOUT);
+    took = tu_now_ns() - t0;
+    cr_assert_geq(took, TU_MS_NS(45), "%s", tu_kind_name(g_kind));
+    cr_assert_lt(took, TU_MS_NS(2000), "%s", tu_kind_name(g_kind));
+
+    /* Zero timeouts: a poll. */
+    ST(ordo_wait_for_var_timeout(e, v, 0), ORDO_ERR_TIMEOUT);
+    ST(ordo_wait_for_all_timeout(e, 0), ORDO_ERR_TIMEOUT);
+    ST(ordo_wait_for_var_timeout(e, free_var, 0), ORDO_OK);
+    ST(ordo_wait_for_var_timeout(e, free_var, TU_MS_NS(50)), ORDO_OK);
+
+    /* The timeouts changed nothing: the dependent still waits, then runs. */
+    cr_assert_eq(atomic_load(&after), 0, "%s", tu_kind_name(g_kind));
+    ST(ordo_complete(h, 0, NULL), ORDO_OK);
+    ST(ordo_wait_for_var_timeout(e, v, TU_MS_NS(5000)), ORDO_OK);
+    ST(ordo_wait_for_all_timeout(e, TU_MS_NS(5000)), ORDO_OK);
+    cr_assert_eq(atomic_load(&after), 1, "%s", tu_kind_name(g_kind));
+    cr_assert_eq(atomic_load(&d.calls), 1, "%s", tu_kind_name(g_kind));
+    destroy_engine(e);
+  }
+}
+
+typedef struct delayed_complete {
+  ordo_completion h;
+  uint32_t delay_ms;
+  atomic_int status;
+} delayed_complete;
+
+static void* delayed_complete_main(void* p) {
+  delayed_complete* c = p;
+  tu_sleep_ms(c->delay_ms);
+  atomic_store(&c->status, ordo_complete(c->h, 0, NULL));
+  return NULL;
+}
+
+Test(wait, huge_timeouts_do_not_overflow) {
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_all_kinds[k]);
+    ordo_var v = new_var(e);
+    ST(ordo_wait_for_var_timeout(e, v, UINT64_MAX), ORDO_OK);
+    ST(ordo_wait_for_all_timeout(e, UINT64_MAX), ORDO_OK);
+
+    tu_deferred d;
+    tu_deferred_init(&d);
+    ST(ordo_opr_push(e, tu_defer_fn, &d, NULL, 0, &v, 1, NULL), ORDO_OK);
+    delayed_complete c = {wait_deferred(&d), 50, -1};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, delayed_complete_main, &c), 0);
+    uint64_t t0 = tu_now_ms();
+    ST(ordo_wait_for_var_timeout(e, v, UINT64_MAX), ORDO_OK);
+    cr_assert_geq(tu_now_ms() - t0, 30, "%s: wait with UINT64_MAX timeout returned early",
+                  tu_kind_name(g_kind));
+    pthread_join(th, NULL);
+    cr_assert_eq(atomic_load(&c.status), ORDO_OK, "%s", tu_kind_name(g_kind));
+
+    tu_deferred_init(&d);
+    ST(ordo_opr_push(e, tu_defer_fn, &d, NULL, 0, &v, 1, NULL), ORDO_OK);
+    delayed_complete c2 = {wait_deferred(&d), 50, -1};
+    cr_assert_eq(pthread_create(&th, NULL, delayed_complete_main, &c2), 0);
+    t0 = tu_now_ms();
+    ST(ordo_wait_for_all_timeout(e, UINT64_MAX - 1), ORDO_OK);
+    cr_assert_geq(tu_now_ms() - t0, 30, "%s: wait_for_all with a huge timeout returned early",
+                  tu_kind_name(g_kind));
+    pthread_join(th, NULL);
+    cr_assert_eq(atomic_load(&c2.status), ORDO_OK, "%s", tu_kind_name(g_kind));
+    destroy_engine(e);
+  }
+}
+
+static int32_t fail_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  (void)ud;
+  return 66;
+}
+
+Test(wait, wait_for_all_timeout_keeps_the_failure_record) {
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_all_kinds[k]);
+    ordo_var v = new_var(e), x = new_var(e);
+    ordo_push_opts o = tu_opts_named("kept_failure");
+    ST(ordo_opr_push(e, fail_fn, NULL, NULL, 0, &x, 1, &o), ORDO_OK);
+    ST(ordo_wait_for_var(e, x), ORDO_ERR_OP_FAILED);
+    tu_deferred d;
+    tu_deferred_init(&d);
+    ST(ordo_opr_push(e, tu_defer_fn, &d, NULL, 0, &v, 1, NULL), ORDO_OK);
+    ordo_completion h = wait_deferred(&d);
+    ST(ordo_wait_for_all_timeout(e, TU_MS_NS(30)), ORDO_ERR_TIMEOUT);
+    ST(ordo_complete(h, 0, NULL), ORDO_OK);
+    ordo_status s = ordo_wait_for_all(e);
+    char msg[512];
+    ordo_last_error_copy(msg, sizeof msg);
+    cr_assert_eq(s, ORDO_ERR_OP_FAILED, "%s: the failure record was lost by a timed-out wait",
+                 tu_kind_name(g_kind));
+    cr_assert_not_null(strstr(msg, "kept_failure"), "%s: \"%s\"", tu_kind_name(g_kind), msg);
+    ST(ordo_wait_for_all(e), ORDO_OK);
+
+    /* A timed wait that succeeds consumes the record like ordo_wait_for_all. */
+    ST(ordo_opr_push(e, fail_fn, NULL, NULL, 0, &x, 1, &o), ORDO_OK);
+    ST(ordo_wait_for_all_timeout(e, TU_MS_NS(5000)), ORDO_ERR_OP_FAILED);
+    ST(ordo_wait_for_all_timeout(e, TU_MS_NS(5000)), ORDO_OK);
+    destroy_engine(e);
+  }
+}
+
+/* Several threads wait on one var at once; all wake when it completes. */
+typedef struct waiter_arg {
+  ordo_engine* e;
+  ordo_var v;
+  atomic_int* returned;
+  atomic_int status;
+} waiter_arg;
+
+static void* waiter_main(void* p) {
+  waiter_arg* a = p;
+  atomic_store(&a->status, ordo_wait_for_var(a->e, a->v));
+  atomic_fetch_add(a->returned, 1);
+  return NULL;
+}
+
+Test(wait, many_threads_wait_on_one_var) {
+  enum { W = 4 };
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_all_kinds[k]);
+    ordo_var v = new_var(e);
+    tu_deferred d;
+    tu_deferred_init(&d);
+    ST(ordo_opr_push(e, tu_defer_fn, &d, NULL, 0, &v, 1, NULL), ORDO_OK);
+    ordo_completion h = wait_deferred(&d);
+    atomic_int returned;
+    atomic_init(&returned, 0);
+    waiter_arg args[W];
+    pthread_t th[W];
+    for (int i = 0; i < W; ++i) {
+      args[i].e = e;
+      args[i].v = v;
+      args[i].returned = &returned;
+      atomic_init(&args[i].status, -1);
+      cr_assert_eq(pthread_create(&th[i], NULL, waiter_main, &args[i]), 0);
+    }
+    tu_sleep_ms(50);
+    cr_assert_eq(atomic_load(&returned), 0, "%s: a waiter returned before the op completed",
+                 tu_kind_name(g_kind));
+    ST(ordo_complete(h, 0, NULL), ORDO_OK);
+    cr_assert(tu_wait_eq(&returned, W, 5000), "%s: only %d of %d waiters woke",
+              tu_kind_name(g_kind), atomic_load(&returned), W);
+    for (int i = 0; i < W; ++i) {
+      pthread_join(th[i], NULL);
+      cr_assert_eq(atomic_load(&args[i].status), ORDO_OK, "%s", tu_kind_name(g_kind));
+    }
+    destroy_engine(e);
+  }
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* Waits and destroy from inside an op.                                                        */
+/* ------------------------------------------------------------------------------------------- */
+
+typedef struct inside_ctx {
+  ordo_engine* e;
+  ordo_var own;   /* the var the op mutates */
+  ordo_var other; /* a var with nothing pending */
+  ordo_engine* foreign;
+  ordo_var foreign_var;
+  atomic_int st_var_own;
+  atomic_int st_var_other;
+  atomic_int st_var_timeout;
+  atomic_int st_all;
+  atomic_int st_all_timeout;
+  atomic_int st_destroy;
+  atomic_int st_foreign;
+  atomic_int st_push_after;
+  _Atomic uint64_t slowest_ns;
+  atomic_int done;
+} inside_ctx;
+
+static void timed_store(inside_ctx* c, atomic_int* slot, ordo_status s, uint64_t t0) {
+  uint64_t dt = tu_now_ns() - t0;
+  uint64_t cur = atomic_load(&c->slowest_ns);
+  while (dt > cur && !atomic_compare_exchange_weak(&c->slowest_ns, &cur, dt)) {
+  }
+  atomic_store(slot, s);
+}
+
+static int32_t inside_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  inside_ctx* c = ud;
+  uint64_t t0 = tu_now_ns();
+  timed_store(c, &c->st_var_own, ordo_wait_for_var(c->e, c->own), t0);
+  t0 = tu_now_ns();
+  timed_store(c, &c->st_var_other, ordo_wait_for_var(c->e, c->other), t0);
+  t0 = tu_now_ns();
+  timed_store(c, &c->st_var_timeout, ordo_wait_for_var_timeout(c->e, c->own, TU_MS_NS(3000)), t0);
+  t0 = tu_now_ns();
+  timed_store(c, &c->st_all, ordo_wait_for_all(c->e), t0);
+  t0 = tu_now_ns();
+  timed_store(c, &c->st_all_timeout, ordo_wait_for_all_timeout(c->e, TU_MS_NS(3000)), t0);
+  t0 = tu_now_ns();
+  timed_store(c, &c->st_destroy, ordo_engine_destroy(c->e), t0);
+  if (c->foreign) atomic_store(&c->st_foreign, ordo_wait_for_var(c->foreign, c->foreign_var));
+  /* The refused destroy did nothing: pushing still works. */
+  atomic_store(&c->st_push_after, ordo_opr_push(c->e, tu_count_fn, &c->done, NULL, 0, NULL, 0,
+                                                NULL));
+  return 0;
+}
+
+Test(wait, waits_and_destroy_inside_an_op_would_deadlock) {
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    int32_t kind = tu_all_kinds[k];
+    ordo_engine* e = make_engine(kind);
+    ordo_engine* f = NULL;
+    ST(tu_engine_create(kind, 2, &f), ORDO_OK);
+    inside_ctx c;
+    memset(&c, 0, sizeof c);
+    c.e = e;
+    c.own = new_var(e);
+    c.other = new_var(e);
+    c.foreign = f;
+    ST(ordo_var_new(f, &c.foreign_var), ORDO_OK);
+    atomic_int fdone;
+    atomic_init(&fdone, 0);
+    ST(ordo_opr_push(f, tu_count_fn, &fdone, NULL, 0, &c.foreign_var, 1, NULL), ORDO_OK);
+    ST(ordo_wait_for_var(f, c.foreign_var), ORDO_OK);
+    atomic_store(&c.st_var_own, -1);
+    atomic_store(&c.st_var_other, -1);
+    atomic_store(&c.st_var_timeout, -1);
+    atomic_store(&c.st_all, -1);
+    atomic_store(&c.st_all_timeout, -1);
+    atomic_store(&c.st_destroy, -1);
+    atomic_store(&c.st_foreign, -1);
+    atomic_store(&c.st_push_after, -1);
+
+    ST(ordo_opr_push(e, inside_fn, &c, NULL, 0, &c.own, 1, NULL), ORDO_OK);
+    ST(ordo_wait_for_var_timeout(e, c.own, TU_MS_NS(20000)), ORDO_OK);
+    ST(ordo_wait_for_all(e), ORDO_OK);
+
+    const char* kn = tu_kind_name(kind);
+    cr_assert_eq(atomic_load(&c.st_var_own), ORDO_ERR_WOULD_DEADLOCK,
+                 "%s: wait_for_var(own var) inside an op -> %s", kn,
+                 ordo_status_string(atomic_load(&c.st_var_own)));
+    cr_assert_eq(atomic_load(&c.st_var_other), ORDO_ERR_WOULD_DEADLOCK,
+                 "%s: wait_for_var(idle var) inside an op -> %s", kn,
+                 ordo_status_string(atomic_load(&c.st_var_other)));
+    cr_assert_eq(atomic_load(&c.st_var_timeout), ORDO_ERR_WOULD_DEADLOCK,
+                 "%s: wait_for_var_timeout inside an op -> %s", kn,
+                 ordo_status_string(atomic_load(&c.st_var_timeout)));
+    cr_assert_eq(atomic_load(&c.st_all), ORDO_ERR_WOULD_DEADLOCK,
+                 "%s: wait_for_all inside an op -> %s", kn,
+                 ordo_status_string(atomic_load(&c.st_all)));
+    cr_assert_eq(atomic_load(&c.st_all_timeout), ORDO_ERR_WOULD_DEADLOCK,
+                 "%s: wait_for_all_timeout inside an op -> %s", kn,
+                 ordo_status_string(atomic_load(&c.st_all_timeout)));
+    cr_assert_eq(atomic_load(&c.st_destroy), ORDO_ERR_WOULD_DEADLOCK,
+                 "%s: engine_destroy inside an op -> %s", kn,
+                 ordo_status_string(atomic_load(&c.st_destroy)));
+    cr_assert_lt(atomic_load(&c.slowest_ns), TU_MS_NS(1000),
+                 "%s: a refused wait inside an op took %llu ms", kn,
+                 (unsigned long long)(atomic_load(&c.slowest_ns) / 1000000u));
+    cr_assert_eq(atomic_load(&c.st_foreign), ORDO_OK,
+                 "%s: waiting on another engine's settled var inside an op -> %s", kn,
+                 ordo_status_string(atomic_load(&c.st_foreign)));
+    cr_assert_eq(atomic_load(&c.st_push_after), ORDO_OK,
+                 "%s: push after a refused destroy inside an op -> %s", kn,
+                 ordo_status_string(atomic_load(&c.st_push_after)));
+    cr_assert_eq(atomic_load(&c.done), 1, "%s", kn);
+
+    /* The engine still works. */
+    atomic_int ran;
+    atomic_init(&ran, 0);
+    for (int i = 0; i < 10; ++i) ST(ordo_opr_push(e, tu_count_fn, &ran, NULL, 0, &c.own, 1, NULL), ORDO_OK);
+    ST(ordo_wait_for_var(e, c.own), ORDO_OK);
+    ST(ordo_wait_for_all(e), ORDO_OK);
+    cr_assert_eq(atomic_load(&ran), 10, "%s", kn);
+    destroy_engine(e);
+    ST(ordo_engine_destroy(f), ORDO_OK);
+  }
+}
+
+/* A deferred op whose callback waits: still refused (it is inside the op). */
+typedef struct defer_wait_ctx {
+  ordo_engine* e;
+  ordo_var v;
+  atomic_int st_wait;
+  _Atomic uint64_t handle;
+} defer_wait_ctx;
+
+static int32_t defer_then_wait_fn(ordo_exec* exec, void* ud) {
+  defer_wait_ctx* c = ud;
+  ordo_completion h = 0;
+  ordo_exec_defer(exec, &h);
+  atomic_store(&c->st_wait, ordo_wait_for_var(c->e, c->v));
+  atomic_store(&c->handle, h);
+  return 0;
+}
+
+Test(wait, wait_inside_a_deferred_op_would_deadlock) {
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_all_kinds[k]);
+    defer_wait_ctx c;
+    memset(&c, 0, sizeof c);
+    c.e = e;
+    c.v = new_var(e);
+    atomic_store(&c.st_wait, -1);
+    ST(ordo_opr_push(e, defer_then_wait_fn, &c, NULL, 0, &c.v, 1, NULL), ORDO_OK);
+    uint64_t deadline = tu_now_ms() + 5000;
+    while (atomic_load(&c.handle) == 0 && tu_now_ms() < deadline) tu_sleep_us(100);
+    cr_assert_neq(atomic_load(&c.handle), 0, "%s", tu_kind_name(g_kind));
+    cr_assert_eq(atomic_load(&c.st_wait), ORDO_ERR_WOULD_DEADLOCK, "%s: -> %s",
+                 tu_kind_name(g_kind), ordo_status_string(atomic_load(&c.st_wait)));
+    ST(ordo_complete(atomic_load(&c.handle), 0, NULL), ORDO_OK);
+    ST(ordo_wait_for_var(e, c.v), ORDO_OK);
+    destroy_engine(e);
+  }
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* Empty engines and bad handles.                                                              */
+/* ------------------------------------------------------------------------------------------- */
+
+Test(wait, waits_on_an_idle_engine_return_ok) {
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_all_kinds[k]);
+    ST(ordo_wait_for_all(e), ORDO_OK);
+    ST(ordo_wait_for_all_timeout(e, 0), ORDO_OK);
+    ST(ordo_wait_for_all_timeout(e, TU_MS_NS(10)), ORDO_OK);
+    ordo_var v = new_var(e);
+    ST(ordo_wait_for_var(e, v), ORDO_OK);
+    ST(ordo_wait_for_var_timeout(e, v, 0), ORDO_OK);
+    ST(ordo_wait_for_all(e), ORDO_OK);
+    /* After everything finished, waits return at once. */
+    atomic_int ran;
+    atomic_init(&ran, 0);
+    ST(ordo_opr_push(e, tu_count_fn, &ran, NULL, 0, &v, 1, NULL), ORDO_OK);
+    ST(ordo_wait_for_var(e, v), ORDO_OK);
+    ST(ordo_wait_for_var_timeout(e, v, 0), ORDO_OK);
+    ST(ordo_wait_for_all_timeout(e, 0), ORDO_OK);
+    cr_assert_eq(atomic_load(&ran), 1, "%s", tu_kind_name(g_kind));
+    destroy_engine(e);
+  }
+}
+
+Test(wait, waits_with_bad_handles) {
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_all_kinds[k]);
+    ordo_engine* f = make_engine(tu_all_kinds[k]);
+    ordo_var v = new_var(e);
+    ordo_var foreign = new_var(f);
+    ST(ordo_var_delete(e, v), ORDO_OK);
+    ST(ordo_wait_for_var(e, v), ORDO_ERR_INVALID_HANDLE);
+    ST(ordo_wait_for_var_timeout(e, v, TU_MS_NS(10)), ORDO_ERR_INVALID_HANDLE);
+    ST(ordo_wait_for_var(e, 0), ORDO_ERR_INVALID_HANDLE);
+    ST(ordo_wait_for_var_timeout(e, 0, 0), ORDO_ERR_INVALID_HANDLE);
+    ST(ordo_wait_for_var(e, 0x7777777777777777ull), ORDO_ERR_INVALID_HANDLE);
+    ST(ordo_wait_for_var(NULL, v), ORDO_ERR_INVALID_ARGUMENT);
+    ST(ordo_wait_for_var_timeout(NULL, v, 0), ORDO_ERR_INVALID_ARGUMENT);
+    ST(ordo_wait_for_all(NULL), ORDO_ERR_INVALID_ARGUMENT);
+    ST(ordo_wait_for_all_timeout(NULL, 0), ORDO_ERR_INVALID_ARGUMENT);
+    /* A var of another engine, unless its bits happen to name a live var of e. */
+    ordo_var probe = new_var(e);
+    if (foreign != probe) ST(ordo_wait_for_var(e, foreign), ORDO_ERR_INVALID_HANDLE);
+    ST(ordo_wait_for_var(f, foreign), ORDO_OK);
+
+    /* A var deleted while an op on it is pending: the wait after the delete is refused. */
+    ordo_var w = new_var(e);
+    tu_deferred d;
+    tu_deferred_init(&d);
+    ST(ordo_opr_push(e, tu_defer_fn, &d, NULL, 0, &w, 1, NULL), ORDO_OK);
+    ordo_completion h = wait_deferred(&d);
+    ST(ordo_var_delete(e, w), ORDO_OK);
+    ST(ordo_wait_for_var(e, w), ORDO_ERR_INVALID_HANDLE);
+    ST(ordo_complete(h, 0, NULL), ORDO_OK);
+    ST(ordo_wait_for_all(e), ORDO_OK);
+    ST(ordo_wait_for_var(e, w), ORDO_ERR_INVALID_HANDLE);
+    destroy_engine(f);
+    destroy_engine(e);
+  }
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the build and test tools ordo needs on Debian 12 when they are missing.
+# Runs as root (as on CI); with sudo when not root and sudo exists. Idempotent and quiet when
+# everything is present.
+set -euo pipefail
+
+need=()
+command -v meson >/dev/null 2>&1 || need+=(meson)
+command -v ninja >/dev/null 2>&1 || need+=(ninja-build)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+command -v cc >/dev/null 2>&1 || need+=(gcc)
+command -v c++ >/dev/null 2>&1 || need+=(g++)
+pkg-config --exists criterion 2>/dev/null || need+=(libcriterion-dev)
+
+[ ${#need[@]} -eq 0 ] && exit 0
+
+echo "install-deps: installing ${need[*]}"
+sudo=""
+if [ "$(id -u)" != 0 ]; then
+  command -v sudo >/dev/null 2>&1 || { echo "install-deps: need root to install ${need[*]}" >&2; exit 1; }
+  sudo=sudo
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
