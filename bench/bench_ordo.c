@@ -219,6 +219,7 @@ static const char* kind_name(int32_t k) {
 int main(int argc, char** argv) {
   size_t n = 1000000, reps = 5;
   int32_t threads = 0, kind = 0;
+  const char* only = NULL; /* workload letters to run, e.g. "BD"; NULL: all */
   for (int i = 1; i < argc; i += 2) { /* every flag takes one value */
     const char* a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -230,9 +231,12 @@ int main(int argc, char** argv) {
       threads = (int32_t)parse_size(a, v);
     } else if (!strcmp(a, "--kind")) {
       kind = parse_kind(v);
+    } else if (!strcmp(a, "--only") && v) {
+      only = v;
     } else {
       fprintf(stderr,
-              "usage: %s [--ops N] [--reps R] [--threads T] [--kind naive|pooled|per_device]\n",
+              "usage: %s [--ops N] [--reps R] [--threads T] [--kind naive|pooled|per_device] "
+              "[--only LETTERS]\n",
               argv[0]);
       return !strcmp(a, "--help") || !strcmp(a, "-h") ? 0 : 2;
     }
@@ -307,6 +311,7 @@ int main(int argc, char** argv) {
 
   double* ns = xmalloc(reps * sizeof *ns);
   for (size_t w = 0; w < sizeof workloads / sizeof workloads[0]; w++) {
+    if (only && !strchr(only, workloads[w].name[0])) continue;
     size_t ops = 0;
     run_once(&b, workloads[w].fn, n / 10, &ops); /* warm-up: pools, caches, thread wake-up */
     for (size_t r = 0; r < reps; r++) {

@@ -15,6 +15,7 @@ static void clear_ordo_env(void) {
   unsetenv("ORDO_CPU_THREADS");
   unsetenv("ORDO_CPU_PRIORITY_THREADS");
   unsetenv("ORDO_COPY_THREADS");
+  unsetenv("ORDO_MAX_PENDING");
 }
 
 static void sleep_ms(long ms) {
@@ -545,6 +546,7 @@ Test(engine_kinds, env_thread_counts) {
   setenv("ORDO_CPU_THREADS", "3", 1);
   setenv("ORDO_CPU_PRIORITY_THREADS", "2", 1);
   setenv("ORDO_COPY_THREADS", "2", 1);
+  setenv("ORDO_MAX_PENDING", "50000", 1);
   ordo_engine* e = NULL;
   cr_assert_eq(ordo_engine_create(NULL, &e), ORDO_OK, "%s", ordo_last_error_message());
   ordo_engine_config c = get_config(e);
@@ -552,6 +554,7 @@ Test(engine_kinds, env_thread_counts) {
   cr_assert_eq(c.cpu_threads, 3);
   cr_assert_eq(c.cpu_priority_threads, 2);
   cr_assert_eq(c.copy_threads, 2);
+  cr_assert_eq(c.max_pending, 50000);
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
 
   e = make_engine(ORDO_ENGINE_POOLED, 0);
@@ -565,12 +568,14 @@ Test(engine_kinds, explicit_field_beats_env) {
   setenv("ORDO_CPU_THREADS", "3", 1);
   setenv("ORDO_CPU_PRIORITY_THREADS", "3", 1);
   setenv("ORDO_COPY_THREADS", "3", 1);
+  setenv("ORDO_MAX_PENDING", "50000", 1);
   ordo_engine_config cfg;
   ordo_engine_config_init(&cfg);
   cfg.kind = ORDO_ENGINE_PER_DEVICE;
   cfg.cpu_threads = 5;
   cfg.cpu_priority_threads = 2;
   cfg.copy_threads = 1;
+  cfg.max_pending = 70000;
   ordo_engine* e = NULL;
   cr_assert_eq(ordo_engine_create(&cfg, &e), ORDO_OK);
   ordo_engine_config c = get_config(e);
@@ -578,6 +583,7 @@ Test(engine_kinds, explicit_field_beats_env) {
   cr_assert_eq(c.cpu_threads, 5);
   cr_assert_eq(c.cpu_priority_threads, 2);
   cr_assert_eq(c.copy_threads, 1);
+  cr_assert_eq(c.max_pending, 70000);
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
 
   /* Only the kind explicit: the thread counts still come from the environment. */
@@ -587,6 +593,7 @@ Test(engine_kinds, explicit_field_beats_env) {
   c = get_config(e);
   cr_assert_eq(c.kind, ORDO_ENGINE_POOLED);
   cr_assert_eq(c.cpu_threads, 3);
+  cr_assert_eq(c.max_pending, 50000);
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
 }
 
@@ -598,7 +605,8 @@ Test(engine_kinds, bad_env_values_fail_create) {
       {"ORDO_ENGINE", "bogus"},         {"ORDO_ENGINE", "NAIVE!"},
       {"ORDO_CPU_THREADS", "abc"},      {"ORDO_CPU_THREADS", "-3"},
       {"ORDO_CPU_THREADS", "3x"},       {"ORDO_CPU_PRIORITY_THREADS", "many"},
-      {"ORDO_COPY_THREADS", "-1"},
+      {"ORDO_COPY_THREADS", "-1"},      {"ORDO_MAX_PENDING", "lots"},
+      {"ORDO_MAX_PENDING", "-2"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     clear_ordo_env();

@@ -15,6 +15,7 @@ static void clear_ordo_env(void) {
   unsetenv("ORDO_CPU_THREADS");
   unsetenv("ORDO_CPU_PRIORITY_THREADS");
   unsetenv("ORDO_COPY_THREADS");
+  unsetenv("ORDO_MAX_PENDING");
 }
 
 static void sleep_ms(long ms) {
@@ -109,10 +110,14 @@ Test(engine_lifecycle, create_with_null_out) {
 Test(engine_lifecycle, create_failure_sets_out_to_null) {
   clear_ordo_env();
   struct {
-    int32_t kind, cpu, prio, copy;
+    int32_t kind, cpu, prio, copy, max_pending;
   } bad[] = {
-      {99, 0, 0, 0}, {-1, 0, 0, 0}, {ORDO_ENGINE_POOLED, -1, 0, 0},
-      {ORDO_ENGINE_PER_DEVICE, 0, -1, 0}, {ORDO_ENGINE_PER_DEVICE, 0, 0, -1},
+      {99, 0, 0, 0, 0},
+      {-1, 0, 0, 0, 0},
+      {ORDO_ENGINE_POOLED, -1, 0, 0, 0},
+      {ORDO_ENGINE_PER_DEVICE, 0, -1, 0, 0},
+      {ORDO_ENGINE_PER_DEVICE, 0, 0, -1, 0},
+      {ORDO_ENGINE_PER_DEVICE, 0, 0, 0, -2}, /* -1 = no throttle; -2 means nothing */
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     ordo_engine_config cfg;
@@ -121,6 +126,7 @@ Test(engine_lifecycle, create_failure_sets_out_to_null) {
     cfg.cpu_threads = bad[i].cpu;
     cfg.cpu_priority_threads = bad[i].prio;
     cfg.copy_threads = bad[i].copy;
+    cfg.max_pending = bad[i].max_pending;
     ordo_engine* e = (ordo_engine*)(uintptr_t)0x1;
     ordo_status s = ordo_engine_create(&cfg, &e);
     cr_assert_eq(s, ORDO_ERR_INVALID_ARGUMENT, "case %zu: got %s", i, ordo_status_string(s));
@@ -296,6 +302,7 @@ static ordo_engine_config get_config(ordo_engine* e) {
   out.cpu_threads = -77;
   out.cpu_priority_threads = -77;
   out.copy_threads = -77;
+  out.max_pending = -77;
   ordo_status s = ordo_engine_get_config(e, &out);
   cr_assert_eq(s, ORDO_OK, "get_config: %s", ordo_last_error_message());
   return out;
@@ -343,7 +350,30 @@ Test(engine_lifecycle, get_config_defaults) {
                (int)want);
   cr_assert_eq(c.cpu_priority_threads, 1);
   cr_assert_eq(c.copy_threads, 1);
+  cr_assert_eq(c.max_pending, 16384, "default max_pending %d", (int)c.max_pending);
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+}
+
+Test(engine_lifecycle, get_config_max_pending) {
+  clear_ordo_env();
+  const int32_t values[] = {-1, 100000};
+  for (size_t i = 0; i < 2; i++) {
+    ordo_engine_config cfg;
+    ordo_engine_config_init(&cfg);
+    cfg.kind = ORDO_ENGINE_POOLED;
+    cfg.max_pending = values[i];
+    ordo_engine* e = NULL;
+    cr_assert_eq(ordo_engine_create(&cfg, &e), ORDO_OK, "max_pending %d: %s", (int)values[i],
+                 ordo_last_error_message());
+    cr_assert_eq(get_config(e).max_pending, values[i]);
+    /* Work still flows with either setting. */
+    atomic_int counter = 0;
+    for (int k = 0; k < 100; k++)
+      cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, NULL, 0, NULL), ORDO_OK);
+    cr_assert_eq(ordo_wait_for_all(e), ORDO_OK);
+    cr_assert_eq(atomic_load(&counter), 100);
+    cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+  }
 }
 
 Test(engine_lifecycle, get_config_naive_kind) {

@@ -596,6 +596,7 @@ Test(misuse, config_init_sized_writes_at_most_size) {
   cr_assert_eq(u.c.cpu_threads, 0);
   cr_assert_eq(u.c.cpu_priority_threads, 0);
   cr_assert_eq(u.c.copy_threads, 0);
+  cr_assert_eq(u.c.max_pending, 0);
   cr_assert_eq(u.c.flags, 0u);
   cr_assert_null(u.c.next);
   for (size_t i = sizeof(ordo_engine_config); i < sizeof u; i++) cr_assert_eq(u.bytes[i], 0xAB);

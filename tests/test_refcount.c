@@ -286,3 +286,15 @@ Test(refcount, non_last_release_inside_op_is_ok) {
   cr_assert_eq(ordo_engine_destroy(e), ORDO_ERR_INVALID_HANDLE,
                "the reference released inside the op was not dropped");
 }
+
+Test(refcount, freed_pointer_stays_invalid_after_new_engines) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_NAIVE);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+  ordo_engine* live[8];
+  for (int i = 0; i < 8; i++) {
+    live[i] = make_engine(ORDO_ENGINE_NAIVE);
+    cr_assert_neq(live[i], e, "a new engine got the freed engine's pointer back at once");
+  }
+  check_all_invalid_handle(e, "freed engine after 8 new engines");
+  for (int i = 0; i < 8; i++) cr_assert_eq(ordo_engine_destroy(live[i]), ORDO_OK);
+}

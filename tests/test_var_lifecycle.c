@@ -309,3 +309,24 @@ Test(var_lifecycle, stale_handle_invalid_after_reuse_pressure) {
   }
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
 }
+
+Test(var_lifecycle, vars_of_a_destroyed_engine) {
+  /* A handle from an engine that is gone must not reach a var of a later engine. */
+  ordo_engine* a = make_engine(ORDO_ENGINE_PER_DEVICE);
+  ordo_var va[4];
+  for (int i = 0; i < 4; i++) cr_assert_eq(ordo_var_new(a, &va[i]), ORDO_OK);
+  cr_assert_eq(ordo_engine_destroy(a), ORDO_OK);
+  ordo_engine* b = make_engine(ORDO_ENGINE_PER_DEVICE);
+  ordo_var vb[4];
+  for (int i = 0; i < 4; i++) {
+    cr_assert_eq(ordo_var_new(b, &vb[i]), ORDO_OK);
+    for (int j = 0; j < 4; j++)
+      cr_assert_neq(vb[i], va[j], "engine B handed out engine A's old handle");
+  }
+  for (int i = 0; i < 4; i++) check_dead(b, va[i], "a destroyed engine's var on a new engine");
+  for (int i = 0; i < 4; i++) {
+    cr_assert_eq(ordo_wait_for_var(b, vb[i]), ORDO_OK);
+    cr_assert_eq(ordo_var_delete(b, vb[i]), ORDO_OK);
+  }
+  cr_assert_eq(ordo_engine_destroy(b), ORDO_OK);
+}

@@ -159,6 +159,12 @@ typedef struct ordo_engine_config {
                                    ORDO_CPU_PRIORITY_THREADS; default 1 */
   int32_t copy_threads; /**< per_device: workers for each copy direction; env
                            ORDO_COPY_THREADS; default 1 */
+  int32_t max_pending;  /**< submission throttle: when more ops than this are pending, a push
+                           from a thread that is not running an op of this engine waits until
+                           half of them are done, for at most about 1 ms per push (so it never
+                           deadlocks), keeping memory and caches bounded (StarPU's
+                           STARPU_LIMIT_MAX_SUBMITTED_TASKS does the same); env
+                           ORDO_MAX_PENDING; default 16384; -1 = no throttle */
   uint32_t flags;       /**< reserved, must be 0 */
   const void* next;     /**< reserved for extension chains, must be NULL */
 } ordo_engine_config;

@@ -173,6 +173,7 @@ ORDO_API ordo_status ordo_engine_get_config(ordo_engine* e, ordo_engine_config* 
     c.cpu_threads = engine->config().cpu_threads;
     c.cpu_priority_threads = engine->config().cpu_priority_threads;
     c.copy_threads = engine->config().copy_threads;
+    c.max_pending = engine->config().max_pending;
     write_struct(c, out, out->struct_size);
     return ORDO_OK;
   });
@@ -336,7 +337,7 @@ ORDO_API ordo_status ordo_exec_get_info(const ordo_exec* exec, ordo_exec_info* i
     v.prop = op->prop;
     v.stream = nullptr;
     v.engine = reinterpret_cast<ordo_engine*>(slot_for_tag(op->engine->tag()));
-    v.name = op->name;
+    v.name = op->op_name();
     write_struct(v, info, info->struct_size);
     return ORDO_OK;
   });

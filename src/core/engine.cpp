@@ -7,6 +7,7 @@
 
 #include "core/error_record.h"
 #include "core/handle_bits.h"
+#include "core/hot_tls.h"
 #include "core/last_error.h"
 
 namespace ordo {
@@ -20,15 +21,15 @@ const uint64_t* finite_or_null(const uint64_t* timeout_ns) {
 }
 
 // The worker this thread is (nullptr on other threads).
-thread_local Worker* tls_worker = nullptr;
+ORDO_HOT_TLS Worker* tls_worker = nullptr;
 // The op whose callback is on this thread's stack (exec handles are valid only for it).
-thread_local OpBlock* tls_running_op = nullptr;
+ORDO_HOT_TLS OpBlock* tls_running_op = nullptr;
 
 // Engines whose ops (or free_fns) are on this thread's stack: blocking on one of them from here
 // could mean waiting for ourselves.
 constexpr int kBusyMax = 8;
-thread_local Engine* tls_busy[kBusyMax];
-thread_local int tls_busy_depth = 0;
+ORDO_HOT_TLS Engine* tls_busy[kBusyMax];
+ORDO_HOT_TLS int tls_busy_depth = 0;
 
 struct BusyScope {
   explicit BusyScope(Engine* e) {
@@ -47,7 +48,7 @@ struct InlineQueue {
   OpBlock* head = nullptr;
   OpBlock* tail = nullptr;
 };
-thread_local InlineQueue* tls_inline = nullptr;
+ORDO_HOT_TLS InlineQueue* tls_inline = nullptr;
 
 // The thread blocked in ordo_wait_for_var, and what it learns. Shared by the waiting thread and
 // the signal op: a timed-out waiter leaves, and the op still finds it alive.
@@ -67,8 +68,9 @@ struct Waiter {
 ErrorRecord* first_error_of(OpBlock* op) {
   // Safe without the var locks: the op holds a grant on each var, and errors change only under
   // the lock by the holder of a write grant, which excludes ours.
+  VarLink* links = op->links();
   for (uint32_t i = 0; i < op->num_links; ++i) {
-    if (ErrorRecord* e = op->links[i].var->error) return e;
+    if (ErrorRecord* e = links[i].var->error) return e;
   }
   return nullptr;
 }
@@ -100,7 +102,8 @@ ErrorRecord* call_user(OpBlock* op) {
   }
   tls_running_op = outer;
   if (op->deferred || code == 0) return nullptr;
-  return ErrorRecord::make(code, op->name, code == ORDO_ERR_OP_FAILED ? "callback failed" : nullptr);
+  return ErrorRecord::make(code, op->op_name(),
+                           code == ORDO_ERR_OP_FAILED ? "callback failed" : nullptr);
 }
 
 }  // namespace
@@ -250,16 +253,41 @@ ordo_status Engine::push_internal(OpKind kind, ordo_var v, bool write, void* int
   return push_resolved(spec, nullptr, refs.data(), refs.size());
 }
 
-bool Engine::begin_op() {
-  pending_.fetch_add(1, std::memory_order_seq_cst);
+bool Engine::begin_op(int64_t* pending_before) {
+  *pending_before = pending_.fetch_add(1, std::memory_order_seq_cst);
   if (!shutting_down_.load(std::memory_order_seq_cst)) return true;
   pending_sub(1);
   return false;
 }
 
+// Submission throttle (see ordo_engine_config.max_pending). A pusher far ahead of the workers
+// fills memory with op blocks that have gone cold by the time they run, and on a machine with
+// more threads than cores it takes CPU from the workers; waiting here fixes both. The wait is
+// bounded, so a pusher that must itself complete pending work is slowed, never stopped.
+void Engine::throttle() {
+  const int64_t low = cfg_.max_pending / 2;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
+  for (;;) {
+    uint32_t key = throttle_wake_.prepare_wait();
+    if (pending_.load(std::memory_order_seq_cst) <= low) {
+      throttle_wake_.cancel_wait();
+      return;
+    }
+    auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= std::chrono::nanoseconds(0)) {
+      throttle_wake_.cancel_wait();
+      return;
+    }
+    throttle_wake_.wait_for(
+        key, static_cast<uint64_t>(
+                 std::chrono::duration_cast<std::chrono::nanoseconds>(left).count()));
+  }
+}
+
 ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs,
                                   size_t n) {
-  if (!begin_op()) {
+  int64_t pending_before;
+  if (!begin_op(&pending_before)) {
     return fail(ORDO_ERR_SHUTDOWN, "the engine is shutting down: nothing was pushed");
   }
   Worker* self = current_worker();
@@ -279,6 +307,9 @@ ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef
   }
   // Not kept by this worker even if it could: the pusher may be an op that waits for it.
   if (ready) dispatch(op, nullptr);
+  if (pending_before >= cfg_.max_pending && cfg_.max_pending > 0 && !called_from_inside()) {
+    throttle();
+  }
   return ORDO_OK;
 }
 
@@ -286,31 +317,25 @@ void Engine::fill(OpBlock* op, const OpSpec& spec, WorkerGroup* group) {
   op->fn = spec.fn;
   op->user_data = spec.user_data;
   op->free_fn = spec.free_fn;
-  op->engine = this;
   op->group = group;
   op->internal = spec.internal;
   op->priority = spec.priority;
-  op->prop = spec.prop;
-  op->device_type = spec.device_type;
-  op->device_id = spec.device_id;
+  op->prop = static_cast<uint8_t>(spec.prop);
+  op->device_type = static_cast<uint8_t>(spec.device_type);
+  op->device_id = static_cast<uint8_t>(spec.device_id);
   op->kind = spec.kind;
   op->deferred = false;
-  op->async_error = nullptr;
-  if (spec.name) {
+  op->has_name = spec.name != nullptr && spec.name[0] != '\0';
+  if (op->has_name) {  // the cold name line is touched only for named ops
     size_t len = strnlen(spec.name, ORDO_NAME_MAX);
     std::memcpy(op->name, spec.name, len);
     op->name[len] = '\0';
-  } else {
-    op->name[0] = '\0';
   }
 }
 
 bool Engine::attach_links(OpBlock* op, size_t n) {
-  op->num_links = static_cast<uint32_t>(n);
-  if (n <= OpBlock::kInlineLinks) {
-    op->links = op->inline_links;
-    return true;
-  }
+  op->num_links = static_cast<uint16_t>(n);
+  if (n <= OpBlock::kInlineLinks) return true;
   if (op->overflow_capacity < n) {  // kept with the block, so reuse allocates nothing
     auto* links = new (std::nothrow) VarLink[n];
     if (!links) return false;
@@ -318,7 +343,6 @@ bool Engine::attach_links(OpBlock* op, size_t n) {
     op->overflow_links = links;
     op->overflow_capacity = static_cast<uint32_t>(n);
   }
-  op->links = op->overflow_links;
   return true;
 }
 
@@ -336,8 +360,9 @@ ordo_status Engine::enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* r
     }
   }
   uint32_t granted = 0;
+  VarLink* links = op->links();
   for (size_t i = 0; i < n; ++i) {
-    VarLink& l = op->links[i];
+    VarLink& l = links[i];
     l.next = nullptr;
     l.op = op;
     l.var = refs[i].slot;
@@ -446,6 +471,8 @@ void Engine::execute(OpBlock* op, Worker* self) {
     case OpKind::kPrepared:
       break;
   }
+  VarLink* links = op->links();
+  for (uint32_t i = 0; i < op->num_links; ++i) __builtin_prefetch(links[i].var, 1);  // finalize
   if (ErrorRecord* inherited = first_error_of(op)) {
     finalize(op, ErrorRecord::retain(inherited), self);  // skipped: passes the error on
     return;
@@ -464,6 +491,7 @@ ordo_status Engine::defer(OpBlock* op, ordo_completion* out) {
     return fail(ORDO_ERR_INVALID_STATE, "ordo_exec_defer: the op has already deferred");
   }
   op->deferred = true;
+  op->async_error = nullptr;
   op->finish_refs.store(2, std::memory_order_relaxed);
   op->completion_gen.store(op->gen | OpBlock::kArmed, std::memory_order_release);
   *out = HandleBits::encode(tag_, op->gen, op->index);
@@ -478,7 +506,7 @@ ordo_status Engine::complete(uint32_t gen, uint32_t index, int32_t code, const c
     return fail(ORDO_ERR_INVALID_HANDLE,
                 "completion handle is stale: already completed, or never issued");
   }
-  if (code != 0) op->async_error = ErrorRecord::make(code, op->name, message);
+  if (code != 0) op->async_error = ErrorRecord::make(code, op->op_name(), message);
   if (op->finish_refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     BusyScope busy(this);
     finalize(op, op->async_error, current_worker());
@@ -493,19 +521,23 @@ void Engine::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
   release_user_data(op);  // before waiters can wake: a waiter then sees user_data released
   OpBlock* ready = nullptr;
   OpBlock** ready_tail = &ready;
+  auto chain_ready = [&](OpBlock* r) {
+    r->next = nullptr;
+    *ready_tail = r;
+    ready_tail = &r->next;
+  };
+  VarLink* links = op->links();
   for (uint32_t i = 0; i < op->num_links; ++i) {
-    VarLink& l = op->links[i];
+    VarLink& l = links[i];
     VarSlot* v = l.var;
+    VarLink* granted;
     {
       SpinGuard g(v->lock);
       if (failure && l.write) set_error(&v->error, failure);
       if (op->kind == OpKind::kClearError) set_error(&v->error, nullptr);
-      v->release(l.write, [&](OpBlock* r) {
-        r->next = nullptr;
-        *ready_tail = r;
-        ready_tail = &r->next;
-      });
+      granted = v->release(l.write);
     }
+    settle_grants(granted, chain_ready);
     if (op->kind == OpKind::kDeleteVar) vars_.reclaim(v);
   }
   ErrorRecord::release(failure);
@@ -591,7 +623,10 @@ void Engine::flush_completions(Worker* w) {
 }
 
 void Engine::pending_sub(int64_t n) {
-  if (pending_.fetch_sub(n, std::memory_order_seq_cst) != n) return;
+  int64_t before = pending_.fetch_sub(n, std::memory_order_seq_cst);
+  const int64_t low = cfg_.max_pending / 2;
+  if (before > low && before - n <= low) throttle_wake_.notify_all();
+  if (before != n) return;
   if (idle_waiters_.load(std::memory_order_seq_cst) == 0) return;
   std::lock_guard<std::mutex> g(idle_mutex_);
   idle_cv_.notify_all();

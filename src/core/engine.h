@@ -92,7 +92,8 @@ class Engine {
   ordo_status enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* ready);
   ordo_status push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n);
   ordo_status push_internal(OpKind kind, ordo_var v, bool write, void* internal);
-  bool begin_op();
+  bool begin_op(int64_t* pending_before);
+  void throttle();
   void fill(OpBlock* op, const OpSpec& spec, WorkerGroup* group);
   bool attach_links(OpBlock* op, size_t n);
   void finalize(OpBlock* op, ErrorRecord* failure, Worker* self);
@@ -108,7 +109,7 @@ class Engine {
   const uint32_t tag_;
   const EngineConfig cfg_;
   VarTable vars_;
-  OpPool pool_;
+  OpPool pool_{this};
   PreparedTable prepared_;
   std::unique_ptr<WorkerGroup> groups_[kNumGroups];
   // Routing by property; several entries may share a group (pooled), nullptr means inline
@@ -118,6 +119,7 @@ class Engine {
   alignas(64) std::atomic<int64_t> pending_{0};  // pushed and not yet completed
   alignas(64) std::atomic<bool> shutting_down_{false};
   std::atomic<int32_t> idle_waiters_{0};
+  EventCount throttle_wake_;  // pushers waiting for pending_ to fall to max_pending / 2
   std::mutex idle_mutex_;
   std::condition_variable idle_cv_;
   std::mutex shutdown_mutex_;

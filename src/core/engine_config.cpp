@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <climits>
 #include <cstring>
 #include <thread>
 
@@ -58,6 +59,35 @@ ordo_status pick_threads(const char* field, int32_t value, const char* env, int3
   return ORDO_OK;
 }
 
+constexpr int32_t kDefaultMaxPending = 16384;
+constexpr int32_t kMinMaxPending = 64;
+
+ordo_status pick_max_pending(int32_t value, int32_t* out) {
+  if (value == -1 || value >= kMinMaxPending) {
+    *out = value;
+    return ORDO_OK;
+  }
+  if (value != 0) {
+    return fail(ORDO_ERR_INVALID_ARGUMENT,
+                "ordo_engine_config.max_pending=%d: use -1 (no throttle), 0 (default) or >= %d",
+                static_cast<int>(value), kMinMaxPending);
+  }
+  const char* s = std::getenv("ORDO_MAX_PENDING");
+  if (!s || !*s) {
+    *out = kDefaultMaxPending;
+    return ORDO_OK;
+  }
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(s, &end, 10);
+  if (errno || end == s || *end != '\0' || (v != -1 && (v < kMinMaxPending || v > INT32_MAX))) {
+    return fail(ORDO_ERR_INVALID_ARGUMENT, "ORDO_MAX_PENDING='%s': use -1 or a count >= %d", s,
+                kMinMaxPending);
+  }
+  *out = static_cast<int32_t>(v);
+  return ORDO_OK;
+}
+
 }  // namespace
 
 ordo_status resolve_engine_config(const ordo_engine_config* cfg, EngineConfig* out) {
@@ -83,8 +113,11 @@ ordo_status resolve_engine_config(const ordo_engine_config* cfg, EngineConfig* o
                                    "ORDO_CPU_PRIORITY_THREADS", 1, &out->cpu_priority_threads)) {
     return s;
   }
-  return pick_threads("copy_threads", cfg->copy_threads, "ORDO_COPY_THREADS", 1,
-                      &out->copy_threads);
+  if (ordo_status s = pick_threads("copy_threads", cfg->copy_threads, "ORDO_COPY_THREADS", 1,
+                                   &out->copy_threads)) {
+    return s;
+  }
+  return pick_max_pending(cfg->max_pending, &out->max_pending);
 }
 
 }  // namespace ordo

@@ -13,6 +13,7 @@ struct EngineConfig {
   int32_t cpu_threads;
   int32_t cpu_priority_threads;
   int32_t copy_threads;
+  int32_t max_pending;  // -1: no throttle
 };
 
 // Fills `out` from `cfg` (already size-normalized, may be NULL). ORDO_ERR_INVALID_ARGUMENT

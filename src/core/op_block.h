@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "ordo/ordo.h"
@@ -31,44 +32,50 @@ enum class OpKind : uint8_t {
   kDeleteVar,   // ordo_var_delete: a writer after which the var slot is reclaimed
 };
 
-struct OpBlock {
-  static constexpr uint32_t kInlineLinks = 6;
+// Laid out by who touches what, because a block is written by the pushing thread and read by a
+// worker on another core, then recycled back: every cache line a push writes is a line that
+// crosses cores twice. Line 0 holds everything a push writes and a run reads; lines 1-2 hold up
+// to four var links; the rest is cold (set once per block, or used only by deferred ops, named
+// ops, priority heaps and ops with many vars).
+struct alignas(64) OpBlock {
+  static constexpr uint32_t kInlineLinks = 4;
   static constexpr uint32_t kArmed = 1u << 31;  // completion_gen: a defer handle is live
 
-  // --- set at push ---
+  // --- line 0: written by every push ---
   ordo_fn fn;
   void* user_data;
   ordo_free_fn free_fn;
-  Engine* engine;
   WorkerGroup* group;  // nullptr: runs inline on the thread that makes it ready
   void* internal;      // Waiter* (kWaitSignal) or PreparedOp* (kPrepared)
+  OpBlock* next;       // pool free list, ready chain, or a ready queue's overflow list
+  std::atomic<int32_t> wait;  // var grants still missing
   int32_t priority;
-  int32_t prop;
-  int32_t device_type;
-  int32_t device_id;
+  uint16_t num_links;
+  uint8_t prop;
   OpKind kind;
+  uint8_t device_type;
+  uint8_t device_id;
   bool deferred;  // set by ordo_exec_defer
-  uint32_t num_links;
-  VarLink* links;  // inline_links, or overflow_links when num_links > kInlineLinks
+  bool has_name;
 
-  // --- scheduling state ---
-  std::atomic<int32_t> wait;         // var grants still missing
+  // --- lines 1-2: the first var links ---
+  VarLink inline_links[kInlineLinks];
+
+  // --- cold ---
+  Engine* engine;  // the owning engine, set when the block is made
+  uint32_t index;  // position in the engine's op table (completion handles carry it)
+  uint32_t gen;    // bumped every reuse; completion handles carry it
   std::atomic<int32_t> finish_refs;  // deferred ops: callback return + ordo_complete
   std::atomic<uint32_t> completion_gen;
-  uint32_t gen;    // bumped every reuse; completion handles carry it
-  uint32_t index;  // position in the engine's op table (completion handles carry it)
-  uint64_t ready_seq;  // FIFO order among equal priorities in the priority heap
-  OpBlock* next;       // free list / overflow ready list
-
-  // --- result of an async completion ---
-  int32_t async_code;
-  ErrorRecord* async_error;
-
-  VarLink* overflow_links;
+  ErrorRecord* async_error;  // the failure passed to ordo_complete
+  uint64_t ready_seq;        // FIFO order among equal priorities in the priority heap
+  OpBlock* batch_next;       // the pool's depot: next full batch (on a batch's head block)
+  VarLink* overflow_links;   // kept across reuses, so big ops stop allocating once warm
   uint32_t overflow_capacity;
-  VarLink inline_links[kInlineLinks];
-  char name[ORDO_NAME_MAX + 1];
+  char name[ORDO_NAME_MAX + 1];  // valid when has_name
 
+  VarLink* links() { return num_links <= kInlineLinks ? inline_links : overflow_links; }
+  const char* op_name() const { return has_name ? name : ""; }
   ordo_exec* as_exec() { return reinterpret_cast<ordo_exec*>(this); }
   static OpBlock* from_exec(const ordo_exec* e) {
     return reinterpret_cast<OpBlock*>(const_cast<ordo_exec*>(e));

@@ -2,9 +2,11 @@
 
 #include <new>
 
+#include "core/hot_tls.h"
+
 namespace ordo {
 
-OpPool::OpPool() : chunks_(new std::atomic<OpBlock*>[kMaxChunks]) {
+OpPool::OpPool(Engine* owner) : owner_(owner), chunks_(new std::atomic<OpBlock*>[kMaxChunks]) {
   for (uint32_t i = 0; i < kMaxChunks; ++i) chunks_[i].store(nullptr, std::memory_order_relaxed);
 }
 
@@ -16,36 +18,49 @@ OpPool::~OpPool() {
   }
 }
 
-OpBlock* OpPool::pop(OpCache* c) {
-  OpBlock* op = c->head;
-  if (op) {
-    c->head = op->next;
-    --c->count;
+OpBlock* OpPool::take(OpCache* c, OpPool* pool) {
+  if (c->loaded.count == 0) {
+    if (c->spare.count != 0) {
+      c->loaded = c->spare;
+      c->spare = OpBatch{};
+    } else if (!pool->depot_get(&c->loaded)) {
+      return nullptr;
+    }
+  }
+  OpBlock* op = c->loaded.head;
+  c->loaded.head = op->next;
+  --c->loaded.count;
+  // The next push writes the next block's first two lines, which a worker on another core
+  // probably touched last: start fetching them now so the miss overlaps this push's work.
+  if (OpBlock* next = c->loaded.head) {
+    __builtin_prefetch(next, 1);
+    __builtin_prefetch(reinterpret_cast<char*>(next) + 64, 1);
   }
   return op;
 }
 
-void OpPool::push(OpCache* c, OpBlock* op) {
-  op->next = c->head;
-  c->head = op;
-  ++c->count;
+void OpPool::give(OpCache* c, OpBlock* op, OpPool* pool) {
+  if (c->loaded.count == kBatch) {
+    if (c->spare.count != 0) pool->depot_put(c->spare);
+    c->spare = c->loaded;
+    c->loaded = OpBatch{};
+  }
+  op->next = c->loaded.head;
+  c->loaded.head = op;
+  ++c->loaded.count;
 }
 
 OpPool::Shard& OpPool::my_shard() {
   static std::atomic<uint32_t> next_thread{0};
-  thread_local uint32_t mine = next_thread.fetch_add(1, std::memory_order_relaxed);
+  static ORDO_HOT_TLS uint32_t mine = next_thread.fetch_add(1, std::memory_order_relaxed);
   return shards_[mine % kShards];
 }
 
 OpBlock* OpPool::acquire(OpCache* worker_cache) {
-  if (worker_cache) {
-    if (worker_cache->count == 0 && !refill(worker_cache)) return nullptr;
-    return pop(worker_cache);
-  }
+  if (worker_cache) return take(worker_cache, this);
   Shard& s = my_shard();
   SpinGuard g(s.lock);
-  if (s.cache.count == 0 && !refill(&s.cache)) return nullptr;
-  return pop(&s.cache);
+  return take(&s.cache, this);
 }
 
 void OpPool::release(OpBlock* op, OpCache* worker_cache) {
@@ -53,14 +68,12 @@ void OpPool::release(OpBlock* op, OpCache* worker_cache) {
   op->gen = (op->gen + 1) & ((1u << 24) - 1);
   if (op->gen == 0) op->gen = 1;
   if (worker_cache) {
-    push(worker_cache, op);
-    if (worker_cache->count > 2 * kBatch) spill(worker_cache);
+    give(worker_cache, op, this);
     return;
   }
   Shard& s = my_shard();
   SpinGuard g(s.lock);
-  push(&s.cache, op);
-  if (s.cache.count > 2 * kBatch) spill(&s.cache);
+  give(&s.cache, op, this);
 }
 
 OpBlock* OpPool::find(uint32_t index) const {
@@ -69,16 +82,19 @@ OpBlock* OpPool::find(uint32_t index) const {
   return chunk ? &chunk[index & (kChunkSize - 1)] : nullptr;
 }
 
-bool OpPool::refill(OpCache* cache) {
-  SpinGuard g(shared_lock_);
-  if (shared_.count == 0 && !grow_locked()) return false;
-  for (uint32_t i = 0; i < kBatch && shared_.count != 0; ++i) push(cache, pop(&shared_));
+bool OpPool::depot_get(OpBatch* out) {
+  SpinGuard g(depot_lock_);
+  if (!depot_ && !grow_locked()) return false;
+  out->head = depot_;
+  out->count = kBatch;
+  depot_ = depot_->batch_next;
   return true;
 }
 
-void OpPool::spill(OpCache* cache) {
-  SpinGuard g(shared_lock_);
-  for (uint32_t i = 0; i < kBatch; ++i) push(&shared_, pop(cache));
+void OpPool::depot_put(const OpBatch& b) {
+  SpinGuard g(depot_lock_);
+  b.head->batch_next = depot_;
+  depot_ = b.head;
 }
 
 bool OpPool::grow_locked() {
@@ -86,14 +102,21 @@ bool OpPool::grow_locked() {
   OpBlock* chunk = new (std::nothrow) OpBlock[kChunkSize];
   if (!chunk) return false;
   uint32_t base = num_chunks_ << kChunkBits;
-  for (uint32_t j = kChunkSize; j-- > 0;) {
+  for (uint32_t j = 0; j < kChunkSize; ++j) {
     OpBlock& op = chunk[j];
+    op.engine = owner_;
     op.index = base + j;
     op.gen = 1;
     op.completion_gen.store(0, std::memory_order_relaxed);
     op.overflow_links = nullptr;
     op.overflow_capacity = 0;
-    push(&shared_, &op);
+    // Chunks split into whole batches (kChunkSize is a multiple of kBatch).
+    bool batch_head = j % kBatch == 0;
+    op.next = (j + 1) % kBatch == 0 ? nullptr : &chunk[j + 1];
+    if (batch_head) {
+      op.batch_next = depot_;
+      depot_ = &op;
+    }
   }
   chunks_[num_chunks_].store(chunk, std::memory_order_release);
   ++num_chunks_;

@@ -5,7 +5,10 @@
 // block from the handle alone). Free blocks sit in three tiers, cheapest first:
 //   - a worker's private cache (no synchronization; workers free most blocks),
 //   - a few shards for threads that are not workers (one uncontended spin lock each),
-//   - a shared list that the others exchange batches with (one lock per batch).
+//   - a shared depot of full batches that caches exchange in O(1) (one short lock per batch).
+// Caches are "magazines" (Bonwick's slab allocator): a loaded list plus one full spare batch,
+// so a thread that only frees (a worker) or only allocates (a pusher) crosses the depot once per
+// kBatch blocks and never walks a list while holding the depot lock.
 #pragma once
 
 #include <atomic>
@@ -18,9 +21,14 @@
 
 namespace ordo {
 
-struct OpCache {
+struct OpBatch {
   OpBlock* head = nullptr;
   uint32_t count = 0;
+};
+
+struct OpCache {
+  OpBatch loaded;  // blocks are taken from and returned to this one
+  OpBatch spare;   // a full batch (kBatch blocks), or empty
 };
 
 class OpPool {
@@ -28,7 +36,7 @@ class OpPool {
   static constexpr uint32_t kIndexBits = 24;
   static constexpr uint32_t kMaxBlocks = 1u << kIndexBits;
 
-  OpPool();
+  explicit OpPool(Engine* owner);
   ~OpPool();
 
   // Returns nullptr only when memory or the index space is exhausted.
@@ -42,6 +50,7 @@ class OpPool {
   static constexpr uint32_t kChunkSize = 1u << kChunkBits;
   static constexpr uint32_t kMaxChunks = kMaxBlocks / kChunkSize;
   static constexpr uint32_t kBatch = 128;
+  static_assert(kChunkSize % kBatch == 0, "chunks split into whole batches");
   static constexpr uint32_t kShards = 8;
 
   struct alignas(64) Shard {
@@ -49,17 +58,18 @@ class OpPool {
     OpCache cache;
   };
 
-  bool refill(OpCache* cache);  // moves a batch from the shared list (or a new chunk)
-  void spill(OpCache* cache);   // moves a batch to the shared list
+  static OpBlock* take(OpCache* c, OpPool* pool);
+  static void give(OpCache* c, OpBlock* op, OpPool* pool);
+  bool depot_get(OpBatch* out);  // a full batch from the depot, or from a new chunk
+  void depot_put(const OpBatch& b);
   bool grow_locked();
-  static OpBlock* pop(OpCache* c);
-  static void push(OpCache* c, OpBlock* op);
   Shard& my_shard();
 
+  Engine* owner_;
   std::unique_ptr<std::atomic<OpBlock*>[]> chunks_;
   uint32_t num_chunks_ = 0;
-  SpinLock shared_lock_;
-  OpCache shared_;
+  SpinLock depot_lock_;
+  OpBlock* depot_ = nullptr;  // full batches, linked through their head's batch_next
   Shard shards_[kShards];
 };
 

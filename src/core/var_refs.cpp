@@ -43,6 +43,7 @@ ordo_status VarRefs::add(const VarTable& table, uint32_t engine_tag, ordo_var h,
     return fail(ORDO_ERR_INVALID_HANDLE,
                 "var handle 0x%016" PRIx64 " names no variable of this engine (made up)", h);
   }
+  __builtin_prefetch(slot, 1);  // locked shortly: overlap the likely cross-core miss
   data()[size_++] = VarRef{slot, b.gen, write, h};
   return ORDO_OK;
 }

@@ -8,8 +8,10 @@
 // overlap, and a waiting writer is never overtaken); a write when the var is idle. On release,
 // the head of the FIFO is granted: one writer, or every consecutive reader.
 //
-// Granting an access decrements its op's wait counter; the op whose counter reaches zero is
-// ready. Callers collect such ops and dispatch them after dropping the lock.
+// A granted access must still decrement its op's wait counter (the op whose counter reaches zero
+// is ready). release() does not do that under the lock: the counter lives in another op's block,
+// usually in another core's cache, and a miss while holding the lock would stall every pusher of
+// this var. It returns the granted links instead, chained through their (now unused) `next`.
 #pragma once
 
 #include <cstdint>
@@ -51,24 +53,28 @@ struct alignas(64) VarSlot {
     return false;
   }
 
-  // Completes one access and grants what becomes runnable; `on_ready(op)` gets each op whose
-  // last missing grant this was.
-  template <class OnReady>
-  void release(bool write, OnReady&& on_ready) {
+  // Completes one access and grants what becomes runnable. Returns the granted links, chained
+  // through `next`; the caller settles them with settle_grants() after unlocking.
+  VarLink* release(bool write) {
     if (write) {
       writer_active = false;
     } else {
       --active_readers;
     }
+    VarLink* granted = nullptr;
+    VarLink** tail_of_granted = &granted;
     while (head != nullptr) {
       VarLink* l = head;
       if (writer_active || (l->write && active_readers != 0)) break;
       head = l->next;
       if (head == nullptr) tail = nullptr;
       take(l);
-      if (l->op->wait.fetch_sub(1, std::memory_order_acq_rel) == 1) on_ready(l->op);
+      l->next = nullptr;
+      *tail_of_granted = l;
+      tail_of_granted = &l->next;
       if (l->write) break;
     }
+    return granted;
   }
 
   bool idle() const { return head == nullptr && !writer_active && active_readers == 0; }
@@ -82,5 +88,17 @@ struct alignas(64) VarSlot {
     }
   }
 };
+
+// Decrements the wait counter of each granted link's op; `on_ready(op)` gets each op whose last
+// missing grant this was. Call without holding any var lock.
+template <class OnReady>
+void settle_grants(VarLink* granted, OnReady&& on_ready) {
+  while (granted) {
+    VarLink* l = granted;
+    granted = l->next;
+    OpBlock* op = l->op;
+    if (op->wait.fetch_sub(1, std::memory_order_acq_rel) == 1) on_ready(op);
+  }
+}
 
 }  // namespace ordo

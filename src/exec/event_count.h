@@ -2,13 +2,15 @@
 // only a fence and a load when nobody sleeps (the common case under load).
 //
 // Protocol. Consumer: key = prepare_wait(); re-check for work; then cancel_wait() or wait(key).
-// Producer: publish work; notify_one(). The seq_cst fence in notify and the seq_cst RMW in
-// prepare_wait form a Dekker pair: either the producer sees the waiter, or the waiter's re-check
-// sees the work.
+// Producer: publish work with a seq_cst read-modify-write; notify_one(). That RMW and the
+// seq_cst RMW in prepare_wait form a Dekker pair (both sit in the single total order of seq_cst
+// operations): either the producer's load sees the waiter, or the waiter's re-check (a seq_cst
+// load of what the producer modified) sees the work. No fence is needed on the producer side.
 #pragma once
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -28,13 +30,23 @@ class EventCount {
     if (epoch_.load(std::memory_order_acquire) == key) futex(FUTEX_WAIT_PRIVATE, key);
     waiters_.fetch_sub(1, std::memory_order_relaxed);
   }
+  // As wait(), but gives up after timeout_ns.
+  void wait_for(uint32_t key, uint64_t timeout_ns) noexcept {
+    if (epoch_.load(std::memory_order_acquire) == key) {
+      timespec ts;
+      ts.tv_sec = static_cast<time_t>(timeout_ns / 1000000000u);
+      ts.tv_nsec = static_cast<long>(timeout_ns % 1000000000u);
+      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&epoch_), FUTEX_WAIT_PRIVATE, key, &ts,
+              nullptr, 0);
+    }
+    waiters_.fetch_sub(1, std::memory_order_relaxed);
+  }
   void notify_one() noexcept { notify(1); }
   void notify_all() noexcept { notify(INT_MAX); }
 
  private:
   void notify(int count) noexcept {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (waiters_.load(std::memory_order_relaxed) == 0) return;
+    if (waiters_.load(std::memory_order_seq_cst) == 0) return;
     epoch_.fetch_add(1, std::memory_order_seq_cst);
     futex(FUTEX_WAKE_PRIVATE, static_cast<uint32_t>(count));
   }

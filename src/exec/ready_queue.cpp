@@ -38,9 +38,8 @@ OpBlock* ReadyQueue::pop() {
 }
 
 bool ReadyQueue::maybe_nonempty() const {
-  size_t pos = dequeue_pos_.load(std::memory_order_seq_cst);
-  const Cell& c = cells_[pos & mask_];
-  return c.seq.load(std::memory_order_seq_cst) == pos + 1 ||
+  return enqueue_pos_.load(std::memory_order_seq_cst) !=
+             dequeue_pos_.load(std::memory_order_seq_cst) ||
          overflow_count_.load(std::memory_order_seq_cst) != 0 ||
          urgent_.load(std::memory_order_seq_cst) != 0 ||
          deferred_.load(std::memory_order_seq_cst) != 0;
@@ -54,9 +53,12 @@ bool ReadyQueue::ring_push(OpBlock* op) {
     size_t seq = c.seq.load(std::memory_order_acquire);
     intptr_t dif = static_cast<intptr_t>(seq) - static_cast<intptr_t>(pos);
     if (dif == 0) {
-      if (enqueue_pos_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+      // seq_cst: this RMW is the producer half of the wake-up handshake (EventCount).
+      if (enqueue_pos_.compare_exchange_weak(pos, pos + 1, std::memory_order_seq_cst,
+                                             std::memory_order_relaxed)) {
         c.op = op;
         c.seq.store(pos + 1, std::memory_order_release);
+        __builtin_prefetch(&cells_[(pos + 1) & mask_], 1);  // the next push's cell
         return true;
       }
     } else if (dif < 0) {

@@ -25,6 +25,8 @@ class ReadyQueue {
   OpBlock* pop();
   // True when a positive-priority op waits: a worker then must not keep a ready op for itself.
   bool has_urgent() const { return urgent_.load(std::memory_order_relaxed) != 0; }
+  // Whether anything was pushed and not yet popped, including an op whose ring cell is still
+  // being written. Reads only what pushes change with seq_cst RMWs (see EventCount).
   bool maybe_nonempty() const;
 
  private:

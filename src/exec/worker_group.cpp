@@ -63,29 +63,39 @@ void WorkerGroup::run(Worker* w) {
   engine_->flush_completions(w);
 }
 
-// Spins briefly (work often arrives within microseconds), then yields, then sleeps. Completions
-// are flushed first so that waiters see the engine idle as soon as it is.
+// Spins briefly (work often arrives within microseconds), then yields, then sleeps. Yielding
+// early matters: the thread that pushes the work usually shares the cores with the workers, and
+// a spinning worker would take the CPU from it. Completions are flushed first so that waiters
+// see the engine idle as soon as it is.
+namespace {
+constexpr int kPauseRounds = 8;  // ~10 us of pause-spinning before yielding
+}  // namespace
+
 OpBlock* WorkerGroup::wait_for_work(Worker* w) {
   engine_->flush_completions(w);
   for (int round = 0; round < 64; ++round) {
     if (OpBlock* op = queue_.pop()) return op;
-    if (round < 48) {
+    if (round < kPauseRounds) {
       for (int i = 0; i < 32; ++i) cpu_relax();
     } else {
       sched_yield();
     }
   }
+  engine_->flush_completions(w);
   for (;;) {
     uint32_t key = wake_.prepare_wait();
-    if (OpBlock* op = queue_.pop()) {
+    if (queue_.maybe_nonempty()) {  // an op is there, or a push is half done: go get it
       wake_.cancel_wait();
-      return op;
+      if (OpBlock* op = queue_.pop()) return op;
+      sched_yield();
+      continue;
     }
     if (stopping_.load(std::memory_order_seq_cst)) {
       wake_.cancel_wait();
       return queue_.pop();
     }
     wake_.wait(key);
+    if (OpBlock* op = queue_.pop()) return op;
   }
 }
 
