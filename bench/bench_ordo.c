@@ -21,7 +21,6 @@
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #endif
 #include <ordo/ordo.h>
-
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -39,10 +38,10 @@ static void die(const char* what, ordo_status s) {
           ordo_last_error_message());
   exit(1);
 }
-#define CHECK(call)                         \
-  do {                                      \
-    ordo_status s_ = (call);                \
-    if (s_ != ORDO_OK) die(#call, s_);      \
+#define CHECK(call)                    \
+  do {                                 \
+    ordo_status s_ = (call);           \
+    if (s_ != ORDO_OK) die(#call, s_); \
   } while (0)
 
 static void* xmalloc(size_t n) {
@@ -69,11 +68,11 @@ static int32_t empty_op(ordo_exec* exec, void* user_data) {
 /* Everything a workload needs, built before any timing starts. */
 typedef struct {
   ordo_engine* e;
-  size_t n;           /* --ops */
-  ordo_var* own;      /* n vars: one per op for A, split in halves for E */
-  ordo_var one;       /* B and C */
+  size_t n;      /* --ops */
+  ordo_var* own; /* n vars: one per op for A, split in halves for E */
+  ordo_var one;  /* B and C */
   ordo_var dag[DAG_VARS];
-  ordo_var* dag_ops;  /* 3 per op for D: two read, then one mutated */
+  ordo_var* dag_ops; /* 3 per op for D: two read, then one mutated */
 } bench;
 
 /* Each workload pushes `n` ops worth of work and returns how many ops it pushed. */
@@ -209,17 +208,21 @@ static int32_t parse_kind(const char* s) {
 
 static const char* kind_name(int32_t k) {
   switch (k) {
-    case ORDO_ENGINE_NAIVE: return "naive";
-    case ORDO_ENGINE_POOLED: return "pooled";
-    case ORDO_ENGINE_PER_DEVICE: return "per_device";
-    default: return "?";
+    case ORDO_ENGINE_NAIVE:
+      return "naive";
+    case ORDO_ENGINE_POOLED:
+      return "pooled";
+    case ORDO_ENGINE_PER_DEVICE:
+      return "per_device";
+    default:
+      return "?";
   }
 }
 
 int main(int argc, char** argv) {
   size_t n = 1000000, reps = 5;
   int32_t threads = 0, kind = 0;
-  const char* only = NULL; /* workload letters to run, e.g. "BD"; NULL: all */
+  const char* only = NULL;            /* workload letters to run, e.g. "BD"; NULL: all */
   for (int i = 1; i < argc; i += 2) { /* every flag takes one value */
     const char* a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -287,18 +290,17 @@ int main(int argc, char** argv) {
   printf("engine: %s, cpu_threads=%d, cpu_priority_threads=%d, copy_threads=%d\n",
          kind_name(eff.kind), (int)eff.cpu_threads, (int)eff.cpu_priority_threads,
          (int)eff.copy_threads);
-  printf("empty op bodies; time from first push to ordo_wait_for_all; %zu reps after a warm-up "
-         "at 1/10 size\n\n",
-         reps);
+  printf(
+      "empty op bodies; time from first push to ordo_wait_for_all; %zu reps after a warm-up "
+      "at 1/10 size\n\n",
+      reps);
 
   static const struct {
     const char* name;
     workload_fn fn; /* NULL: the two-pusher workload */
   } workloads[] = {
-      {"A independent (1 var/op)", w_independent},
-      {"B chain (1 var)", w_chain},
-      {"C fan-out (1 W + 8 R)", w_fanout},
-      {"D random DAG (2 R + 1 W of 1000)", w_dag},
+      {"A independent (1 var/op)", w_independent}, {"B chain (1 var)", w_chain},
+      {"C fan-out (1 W + 8 R)", w_fanout},         {"D random DAG (2 R + 1 W of 1000)", w_dag},
       {"E 2 pushers, disjoint vars", NULL},
   };
   /* One column group per system. Peers (StarPU, OpenMP, TBB, MXNet) are to be added as further

@@ -8,7 +8,6 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <ordo/ordo.h>
-
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -16,24 +15,24 @@
 #include <time.h>
 
 /* Every ordo call returns a status; a demo that ignores one would prove nothing. */
-#define EXPECT(call, want)                                                                   \
-  do {                                                                                       \
-    ordo_status s_ = (call);                                                                 \
-    if (s_ != (want)) {                                                                      \
-      fflush(stdout); /* keep the sections and the failure in order when piped */            \
-      fprintf(stderr, "FAILED: %s returned %s, expected %s (%s)\n", #call,                   \
-              ordo_status_string(s_), ordo_status_string(want), ordo_last_error_message()); \
-      exit(1);                                                                               \
-    }                                                                                        \
+#define EXPECT(call, want)                                                                         \
+  do {                                                                                             \
+    ordo_status s_ = (call);                                                                       \
+    if (s_ != (want)) {                                                                            \
+      fflush(stdout); /* keep the sections and the failure in order when piped */                  \
+      fprintf(stderr, "FAILED: %s returned %s, expected %s (%s)\n", #call, ordo_status_string(s_), \
+              ordo_status_string(want), ordo_last_error_message());                                \
+      exit(1);                                                                                     \
+    }                                                                                              \
   } while (0)
 #define CHECK(call) EXPECT(call, ORDO_OK)
-#define REQUIRE(cond, ...)                      \
-  do {                                          \
-    if (!(cond)) {                              \
-      fflush(stdout);                           \
+#define REQUIRE(cond, ...)                     \
+  do {                                         \
+    if (!(cond)) {                             \
+      fflush(stdout);                          \
       fprintf(stderr, "FAILED: " __VA_ARGS__); \
-      exit(1);                                  \
-    }                                           \
+      exit(1);                                 \
+    }                                          \
   } while (0)
 
 static void sleep_ms(long ms) {
@@ -43,7 +42,11 @@ static void sleep_ms(long ms) {
 
 /* ---- (a) writers: each appends its index to a log. Earlier writers sleep longer, so if the
  * engine let them overlap, the later (faster) ones would land first. */
-typedef struct { int* log; int* len; int index; } writer_arg;
+typedef struct {
+  int* log;
+  int* len;
+  int index;
+} writer_arg;
 static int32_t writer(ordo_exec* exec, void* p) {
   (void)exec;
   writer_arg* w = p;
@@ -56,13 +59,18 @@ static int32_t writer(ordo_exec* exec, void* p) {
  * succeed if the engine really runs both at once. */
 static atomic_int arrived, inside, max_inside, rendezvous_missed;
 static int32_t reader(ordo_exec* exec, void* p) {
-  (void)exec; (void)p;
+  (void)exec;
+  (void)p;
   int now = atomic_fetch_add(&inside, 1) + 1;
   int seen = atomic_load(&max_inside);
-  while (now > seen && !atomic_compare_exchange_weak(&max_inside, &seen, now)) {}
+  while (now > seen && !atomic_compare_exchange_weak(&max_inside, &seen, now)) {
+  }
   atomic_fetch_add(&arrived, 1);
   int waited = 0;
-  while (atomic_load(&arrived) < 2 && waited < 2000) { sleep_ms(1); waited++; }
+  while (atomic_load(&arrived) < 2 && waited < 2000) {
+    sleep_ms(1);
+    waited++;
+  }
   if (atomic_load(&arrived) < 2) atomic_store(&rendezvous_missed, 1);
   atomic_fetch_sub(&inside, 1);
   return 0;
@@ -77,12 +85,24 @@ static int32_t load(ordo_exec* exec, void* p) {
   ordo_complete(c, 42, "data.csv: no such file");
   return 0; /* ignored after a defer */
 }
-static int32_t load_ok(ordo_exec* exec, void* p) { (void)exec; (void)p; return 0; }
-static int32_t train(ordo_exec* exec, void* ran) { (void)exec; *(int*)ran += 1; return 0; }
+static int32_t load_ok(ordo_exec* exec, void* p) {
+  (void)exec;
+  (void)p;
+  return 0;
+}
+static int32_t train(ordo_exec* exec, void* ran) {
+  (void)exec;
+  *(int*)ran += 1;
+  return 0;
+}
 
 /* ---- (d) an async op: it starts "work" and hands its completion handle to another thread,
  * as a callback from an I/O library or a GPU driver would. */
-typedef struct { ordo_completion handle; atomic_int ready; ordo_status complete_status; } async_job;
+typedef struct {
+  ordo_completion handle;
+  atomic_int ready;
+  ordo_status complete_status;
+} async_job;
 static int32_t start_async(ordo_exec* exec, void* p) {
   async_job* job = p;
   if (ordo_exec_defer(exec, &job->handle) != ORDO_OK) return 1;
@@ -144,7 +164,7 @@ int main(void) {
   ordo_push_opts_init(&opts);
   int train_runs = 0;
   opts.name = "load";
-  CHECK(ordo_opr_push(e, load, NULL, NULL, 0, &data, 1, &opts));  /* writes data: fails */
+  CHECK(ordo_opr_push(e, load, NULL, NULL, 0, &data, 1, &opts)); /* writes data: fails */
   opts.name = "train";
   CHECK(ordo_opr_push(e, train, &train_runs, &data, 1, &model, 1, &opts)); /* reads data */
   EXPECT(ordo_wait_for_var(e, model), ORDO_ERR_OP_FAILED);

@@ -1,12 +1,11 @@
 /*
  * A consumer of the installed ordo: built by tests/install_consumer.sh with
- *   cc -std=c99 -pedantic -Wall -Werror $(pkg-config --cflags ordo) consumer.c $(pkg-config --libs ordo)
- * It creates an engine and a var, pushes 100 ops that each increment a counter the var stands
+ *   cc -std=c99 -pedantic -Wall -Werror $(pkg-config --cflags ordo) consumer.c $(pkg-config --libs
+ * ordo) It creates an engine and a var, pushes 100 ops that each increment a counter the var stands
  * for, waits, and prints "consumer: counter=100 version=<library version>". Exits non-zero on
  * any mismatch or failed call.
  */
 #include <ordo/ordo.h>
-
 #include <stdio.h>
 #include <string.h>
 
@@ -42,8 +41,8 @@ int main(void) {
 
   c.value = 0;
   if (ordo_version() != (uint32_t)ORDO_VERSION_NUMBER) {
-    fprintf(stderr, "consumer: library version %u, header version %u\n",
-            (unsigned)ordo_version(), (unsigned)ORDO_VERSION_NUMBER);
+    fprintf(stderr, "consumer: library version %u, header version %u\n", (unsigned)ordo_version(),
+            (unsigned)ORDO_VERSION_NUMBER);
     return 1;
   }
   ordo_engine_config_init(&cfg);

@@ -4,6 +4,10 @@ set -euo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
 
+echo "== the public header as C99 and C++17"
+"$build/tests/header_c99"
+"$build/tests/header_cxx17"
+
 echo "== heap allocations on the hot path"
 "$build/tests/ordo_alloc_test"
 

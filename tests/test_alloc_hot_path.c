@@ -10,9 +10,8 @@
  * A plain program (not Criterion): prints a table and `alloc: N passed, M failed`, exits 0 on
  * pass and 1 on fail.
  */
-#include <ordo/ordo.h>
-
 #include <errno.h>
+#include <ordo/ordo.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -100,11 +99,11 @@ static ordo_var g_chain;
 static ordo_var g_in_a, g_in_b, g_out;
 static ordo_var g_async_var;
 
-static atomic_ulong g_done;      /* ops whose callback finished (or completed, if deferred) */
-static atomic_ulong g_bad;       /* an ordo call failed inside a callback */
-static unsigned long g_pushed;   /* by the main thread */
+static atomic_ulong g_done;    /* ops whose callback finished (or completed, if deferred) */
+static atomic_ulong g_bad;     /* an ordo call failed inside a callback */
+static unsigned long g_pushed; /* by the main thread */
 static unsigned long g_push_errors;
-static long g_chain_value;       /* touched only by chain ops: serialised by the engine */
+static long g_chain_value; /* touched only by chain ops: serialised by the engine */
 static long g_out_value;
 
 static int32_t fn_indep(ordo_exec* exec, void* ud) {
@@ -143,7 +142,9 @@ static int32_t fn_async(ordo_exec* exec, void* ud) {
   return 0;
 }
 
-static void free_noop(void* ud) { (void)ud; }
+static void free_noop(void* ud) {
+  (void)ud;
+}
 
 static void push_one(ordo_fn fn, const ordo_var* r, size_t nr, const ordo_var* w, size_t nw,
                      const ordo_push_opts* opts) {
@@ -226,8 +227,9 @@ int main(void) {
   atomic_store(&g_counting, 0);
   unsigned long setup_allocs = atomic_load(&g_allocs);
   if (setup_allocs == 0) {
-    printf("no allocation counted while creating the engine and warming up: the malloc\n"
-           "interposition does not reach libordo, so the counted window would prove nothing\n");
+    printf(
+        "no allocation counted while creating the engine and warming up: the malloc\n"
+        "interposition does not reach libordo, so the counted window would prove nothing\n");
     ok = 0;
   }
   if (st != ORDO_OK) {
@@ -280,9 +282,10 @@ int main(void) {
          "result");
   printf("%-28s %10lu %14lu %16.3f %8s\n", "push/run/complete (counted)", ops, allocs,
          ops ? (double)allocs * 1000.0 / (double)ops : 0.0, alloc_ok ? "PASS" : "FAIL");
-  printf("(frees in window: %lu; limit: %lu allocations = %d per 1,000 ops; engine set-up and\n"
-         " %d warm-up ops made %lu allocations, outside the window)\n\n",
-         frees, limit, MAX_ALLOCS_PER_1000, WARMUP_OPS, setup_allocs);
+  printf(
+      "(frees in window: %lu; limit: %lu allocations = %d per 1,000 ops; engine set-up and\n"
+      " %d warm-up ops made %lu allocations, outside the window)\n\n",
+      frees, limit, MAX_ALLOCS_PER_1000, WARMUP_OPS, setup_allocs);
   ok = ok && alloc_ok;
 
   st = ordo_engine_destroy(g_e);

@@ -4,13 +4,13 @@
  *
  * Callbacks never assert: they record into atomics and the test thread asserts afterwards.
  */
-#include "test_util.h"
-
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "test_util.h"
 
 TestSuite(async, .timeout = 30.0);
 
@@ -25,7 +25,9 @@ static ordo_engine* make_engine(int32_t kind) {
   return e;
 }
 
-static void destroy_engine(ordo_engine* e) { ST(ordo_engine_destroy(e), ORDO_OK); }
+static void destroy_engine(ordo_engine* e) {
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}
 
 static ordo_var new_var(ordo_engine* e) {
   ordo_var v = 0;
@@ -352,9 +354,8 @@ Test(async, defer_misuse) {
     while (atomic_load(&c.handle) == 0 && tu_now_ms() < deadline) tu_sleep_us(100);
     cr_assert_eq(atomic_load(&c.first), ORDO_OK, "%s", tu_kind_name(g_kind));
     cr_assert_eq(atomic_load(&c.first_nonzero), 1, "%s", tu_kind_name(g_kind));
-    cr_assert_eq(atomic_load(&c.second), ORDO_ERR_INVALID_STATE,
-                 "%s: second ordo_exec_defer -> %s", tu_kind_name(g_kind),
-                 ordo_status_string(atomic_load(&c.second)));
+    cr_assert_eq(atomic_load(&c.second), ORDO_ERR_INVALID_STATE, "%s: second ordo_exec_defer -> %s",
+                 tu_kind_name(g_kind), ordo_status_string(atomic_load(&c.second)));
     cr_assert_eq(atomic_load(&c.second_changed_out), 0,
                  "%s: a failed second defer handed out another handle", tu_kind_name(g_kind));
     /* The op is still deferred (the first defer stands) until completed. */
@@ -406,8 +407,8 @@ Test(async, exec_used_outside_its_callback_is_invalid_state) {
                  "%s: defer from another thread while the op runs -> %s", tu_kind_name(g_kind),
                  ordo_status_string(atomic_load(&x.other_thread_defer)));
     cr_assert_eq(atomic_load(&x.other_thread_info), ORDO_ERR_INVALID_STATE,
-                 "%s: get_info from another thread while the op runs -> %s",
-                 tu_kind_name(g_kind), ordo_status_string(atomic_load(&x.other_thread_info)));
+                 "%s: get_info from another thread while the op runs -> %s", tu_kind_name(g_kind),
+                 ordo_status_string(atomic_load(&x.other_thread_info)));
     /* After the op finished, on the test thread. */
     cr_assert_not_null(x.saved);
     ordo_completion h = 0;
@@ -673,8 +674,10 @@ Test(async, destroy_waits_for_deferred_completion) {
     destroy_engine(e);
     uint64_t took = tu_now_ms() - t0;
     cr_assert_eq(completer_join(&c), ORDO_OK, "%s", tu_kind_name(g_kind));
-    cr_assert_eq(atomic_load(&dep), 1, "%s: destroy returned before the dependent of a deferred "
-                 "op ran", tu_kind_name(g_kind));
+    cr_assert_eq(atomic_load(&dep), 1,
+                 "%s: destroy returned before the dependent of a deferred "
+                 "op ran",
+                 tu_kind_name(g_kind));
     cr_assert_geq(took, 40, "%s: destroy returned after %llu ms, before ordo_complete",
                   tu_kind_name(g_kind), (unsigned long long)took);
   }

@@ -102,9 +102,15 @@ static void check_runs_in_order(int32_t kind) {
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
 }
 
-Test(engine_kinds, naive_runs_in_order) { check_runs_in_order(ORDO_ENGINE_NAIVE); }
-Test(engine_kinds, pooled_runs_in_order) { check_runs_in_order(ORDO_ENGINE_POOLED); }
-Test(engine_kinds, per_device_runs_in_order) { check_runs_in_order(ORDO_ENGINE_PER_DEVICE); }
+Test(engine_kinds, naive_runs_in_order) {
+  check_runs_in_order(ORDO_ENGINE_NAIVE);
+}
+Test(engine_kinds, pooled_runs_in_order) {
+  check_runs_in_order(ORDO_ENGINE_POOLED);
+}
+Test(engine_kinds, per_device_runs_in_order) {
+  check_runs_in_order(ORDO_ENGINE_PER_DEVICE);
+}
 
 /* ---- inline execution ---- */
 
@@ -164,8 +170,10 @@ static void check_async_inline(int32_t kind) {
   struct inline_rec r;
   memset(&r, 0, sizeof r);
   cr_assert_eq(ordo_opr_push(e, op_record, &r, NULL, 0, &v, 1, &o), ORDO_OK);
-  cr_assert_eq(atomic_load(&r.ran), 1, "kind %d: ASYNC op with free vars had not run when push "
-               "returned", (int)kind);
+  cr_assert_eq(atomic_load(&r.ran), 1,
+               "kind %d: ASYNC op with free vars had not run when push "
+               "returned",
+               (int)kind);
   cr_assert(pthread_equal(r.thread, pthread_self()), "kind %d: ASYNC op ran on another thread",
             (int)kind);
   cr_assert_eq(r.info_status, ORDO_OK);
@@ -183,8 +191,12 @@ static void check_async_inline(int32_t kind) {
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
 }
 
-Test(engine_kinds, async_runs_inline_per_device) { check_async_inline(ORDO_ENGINE_PER_DEVICE); }
-Test(engine_kinds, async_runs_inline_pooled) { check_async_inline(ORDO_ENGINE_POOLED); }
+Test(engine_kinds, async_runs_inline_per_device) {
+  check_async_inline(ORDO_ENGINE_PER_DEVICE);
+}
+Test(engine_kinds, async_runs_inline_pooled) {
+  check_async_inline(ORDO_ENGINE_POOLED);
+}
 
 struct blocker {
   atomic_int started;
@@ -263,8 +275,12 @@ static void check_props(int32_t kind) {
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
 }
 
-Test(engine_kinds, properties_run_per_device) { check_props(ORDO_ENGINE_PER_DEVICE); }
-Test(engine_kinds, properties_run_pooled) { check_props(ORDO_ENGINE_POOLED); }
+Test(engine_kinds, properties_run_per_device) {
+  check_props(ORDO_ENGINE_PER_DEVICE);
+}
+Test(engine_kinds, properties_run_pooled) {
+  check_props(ORDO_ENGINE_POOLED);
+}
 
 Test(engine_kinds, properties_run_naive) {
   ordo_engine* e = make_engine(ORDO_ENGINE_NAIVE, 0);
@@ -346,8 +362,7 @@ Test(engine_kinds, exec_info_name_priority_prop) {
   memset(&r3, 0, sizeof r3);
   cr_assert_eq(ordo_opr_push(e, op_name, &r3, NULL, 0, NULL, 0, &o), ORDO_OK);
   cr_assert_eq(ordo_wait_for_all(e), ORDO_OK);
-  cr_assert_eq(strlen(r3.name), (size_t)ORDO_NAME_MAX, "long name kept %zu bytes",
-               strlen(r3.name));
+  cr_assert_eq(strlen(r3.name), (size_t)ORDO_NAME_MAX, "long name kept %zu bytes", strlen(r3.name));
   cr_assert_eq(strncmp(r3.name, longname, ORDO_NAME_MAX), 0);
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
 }
@@ -385,8 +400,8 @@ static void check_priorities(int32_t kind) {
   cr_assert_eq(ordo_opr_push(e, op_block, &b, NULL, 0, NULL, 0, NULL), ORDO_OK);
   cr_assert(wait_flag(&b.started, 5000), "blocker never started");
 
-  static const int32_t prios[] = {0, 5, -3, 5, 10, 0, 2, 10, -3, 7, 0, 1,
-                                  5, -100, 100, 2, 7, 0, 3, -1, 10, 4, 4, 0};
+  static const int32_t prios[] = {0, 5,    -3,  5, 10, 0, 2, 10, -3, 7, 0, 1,
+                                  5, -100, 100, 2, 7,  0, 3, -1, 10, 4, 4, 0};
   enum { N = sizeof prios / sizeof prios[0] };
   static struct prio_rec rec;
   memset(&rec, 0, sizeof rec);
@@ -424,7 +439,9 @@ static void check_priorities(int32_t kind) {
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
 }
 
-Test(engine_kinds, priorities_pooled_single_worker) { check_priorities(ORDO_ENGINE_POOLED); }
+Test(engine_kinds, priorities_pooled_single_worker) {
+  check_priorities(ORDO_ENGINE_POOLED);
+}
 Test(engine_kinds, priorities_per_device_single_worker) {
   check_priorities(ORDO_ENGINE_PER_DEVICE);
 }
@@ -486,8 +503,8 @@ Test(engine_kinds, bad_prop_and_device_fields) {
     ordo_push_opts_init(&o);
     o.prop = bad_props[i];
     o.free_fn = free_count;
-    cr_assert_eq(ordo_opr_push(e, op_count, NULL, NULL, 0, NULL, 0, &o),
-                 ORDO_ERR_INVALID_ARGUMENT, "prop %d", (int)bad_props[i]);
+    cr_assert_eq(ordo_opr_push(e, op_count, NULL, NULL, 0, NULL, 0, &o), ORDO_ERR_INVALID_ARGUMENT,
+                 "prop %d", (int)bad_props[i]);
   }
   ordo_push_opts o;
   ordo_push_opts_init(&o);
@@ -602,10 +619,10 @@ Test(engine_kinds, bad_env_values_fail_create) {
     const char* name;
     const char* value;
   } cases[] = {
-      {"ORDO_ENGINE", "bogus"},         {"ORDO_ENGINE", "NAIVE!"},
-      {"ORDO_CPU_THREADS", "abc"},      {"ORDO_CPU_THREADS", "-3"},
-      {"ORDO_CPU_THREADS", "3x"},       {"ORDO_CPU_PRIORITY_THREADS", "many"},
-      {"ORDO_COPY_THREADS", "-1"},      {"ORDO_MAX_PENDING", "lots"},
+      {"ORDO_ENGINE", "bogus"},    {"ORDO_ENGINE", "NAIVE!"},
+      {"ORDO_CPU_THREADS", "abc"}, {"ORDO_CPU_THREADS", "-3"},
+      {"ORDO_CPU_THREADS", "3x"},  {"ORDO_CPU_PRIORITY_THREADS", "many"},
+      {"ORDO_COPY_THREADS", "-1"}, {"ORDO_MAX_PENDING", "lots"},
       {"ORDO_MAX_PENDING", "-2"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -247,7 +247,8 @@ static void create_destroy_loop(int32_t kind, int iterations) {
     }
     cr_assert_eq(s, ORDO_OK, "iteration %d: %s", i, ordo_last_error_message());
     atomic_int counter = 0;
-    if (i % 4 == 0) cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, NULL, 0, NULL), ORDO_OK);
+    if (i % 4 == 0)
+      cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, NULL, 0, NULL), ORDO_OK);
     cr_assert_eq(ordo_engine_destroy(e), ORDO_OK, "iteration %d", i);
     cr_assert_eq(atomic_load(&counter), i % 4 == 0 ? 1 : 0);
   }

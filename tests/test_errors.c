@@ -5,13 +5,13 @@
  *
  * Callbacks never assert: they record into atomics and the test thread asserts afterwards.
  */
-#include "test_util.h"
-
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "test_util.h"
 
 TestSuite(errors, .timeout = 30.0);
 
@@ -26,7 +26,9 @@ static ordo_engine* make_engine(int32_t kind) {
   return e;
 }
 
-static void destroy_engine(ordo_engine* e) { ST(ordo_engine_destroy(e), ORDO_OK); }
+static void destroy_engine(ordo_engine* e) {
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}
 
 static ordo_var new_var(ordo_engine* e) {
   ordo_var v = 0;
@@ -118,8 +120,10 @@ Test(errors, failure_poisons_mutated_vars_only) {
     ST(push_named(e, &ok, "reader", &r, 1, NULL, 0), ORDO_OK);
     ST(push_named(e, &ok, "writer", NULL, 0, &r, 1), ORDO_OK);
     ST(ordo_wait_for_var(e, r), ORDO_OK);
-    cr_assert_eq(atomic_load(&ok.calls), 2, "%s: ops on a var only read by a failed op were "
-                 "skipped", tu_kind_name(g_kind));
+    cr_assert_eq(atomic_load(&ok.calls), 2,
+                 "%s: ops on a var only read by a failed op were "
+                 "skipped",
+                 tu_kind_name(g_kind));
     assert_var_error(e, r, 0, NULL);
     destroy_engine(e);
   }
@@ -157,7 +161,7 @@ Test(errors, skipped_ops_are_not_called_and_pass_the_original_error_on) {
     code_op_init(&clean, 0);
     ST(push_named(e, &f, "failer", &a, 1, &b, 1), ORDO_OK);
     ST(push_named(e, &s1, "reads_b_writes_c", &b, 1, &c, 1), ORDO_OK); /* reads poisoned b */
-    ST(push_named(e, &s2, "writes_b", NULL, 0, &b, 1), ORDO_OK);        /* mutates poisoned b */
+    ST(push_named(e, &s2, "writes_b", NULL, 0, &b, 1), ORDO_OK);       /* mutates poisoned b */
     ST(push_named(e, &s3, "reads_c_writes_d", &c, 1, &d, 1), ORDO_OK); /* transitive via c */
     ST(push_named(e, &clean, "reads_a_writes_x", &a, 1, &x, 1), ORDO_OK);
 
@@ -233,10 +237,10 @@ Test(errors, clear_error_is_ordered_like_a_write) {
     cr_assert_eq(atomic_load(&before_r.calls), 0,
                  "%s: a reader pushed before clear_error ran despite the failure",
                  tu_kind_name(g_kind));
-    cr_assert_eq(atomic_load(&after_r.calls), 1, "%s: a reader pushed after clear_error was skipped",
-                 tu_kind_name(g_kind));
-    cr_assert_eq(atomic_load(&after_w.calls), 1, "%s: a writer pushed after clear_error was skipped",
-                 tu_kind_name(g_kind));
+    cr_assert_eq(atomic_load(&after_r.calls), 1,
+                 "%s: a reader pushed after clear_error was skipped", tu_kind_name(g_kind));
+    cr_assert_eq(atomic_load(&after_w.calls), 1,
+                 "%s: a writer pushed after clear_error was skipped", tu_kind_name(g_kind));
     assert_var_error(e, v, 0, NULL);
     /* The failure and the skips still count for wait_for_all. */
     ST(ordo_wait_for_all(e), ORDO_ERR_OP_FAILED);

@@ -5,12 +5,12 @@
  *
  * Callbacks never assert: they record into atomics and the test thread asserts afterwards.
  */
-#include "test_util.h"
-
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "test_util.h"
 
 TestSuite(free_fn, .timeout = 30.0);
 
@@ -25,7 +25,9 @@ static ordo_engine* make_engine(int32_t kind) {
   return e;
 }
 
-static void destroy_engine(ordo_engine* e) { ST(ordo_engine_destroy(e), ORDO_OK); }
+static void destroy_engine(ordo_engine* e) {
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}
 
 static ordo_var new_var(ordo_engine* e) {
   ordo_var v = 0;
@@ -40,10 +42,10 @@ typedef struct ud_rec {
   atomic_int frees;
   atomic_int freed_before_done; /* free_fn ran while the op had not finished */
   atomic_int done;
-  int32_t code;          /* returned by the callback */
+  int32_t code;           /* returned by the callback */
   uint32_t free_sleep_ms; /* free_fn sleeps this long before counting */
   uint32_t fn_sleep_ms;   /* the callback sleeps this long */
-  int defer;             /* the callback defers instead */
+  int defer;              /* the callback defers instead */
   _Atomic uint64_t handle;
 } ud_rec;
 
@@ -95,13 +97,14 @@ Test(free_fn, runs_once_for_ops_that_ran_failed_or_were_skipped) {
     ST(push_ud(e, &r[OK1], NULL, 0, &v, 1), ORDO_OK);
     ST(push_ud(e, &r[NOVARS], NULL, 0, NULL, 0), ORDO_OK);
     ST(push_ud(e, &r[FAILED], NULL, 0, &v, 1), ORDO_OK);
-    ST(push_ud(e, &r[SKIP_W], NULL, 0, &v, 1), ORDO_OK);  /* skipped: writes poisoned v */
-    ST(push_ud(e, &r[SKIP_R], &v, 1, &w, 1), ORDO_OK);    /* skipped: reads poisoned v */
-    ST(push_ud(e, &r[SKIP_T], &w, 1, NULL, 0), ORDO_OK);  /* skipped: w poisoned by SKIP_R */
+    ST(push_ud(e, &r[SKIP_W], NULL, 0, &v, 1), ORDO_OK); /* skipped: writes poisoned v */
+    ST(push_ud(e, &r[SKIP_R], &v, 1, &w, 1), ORDO_OK);   /* skipped: reads poisoned v */
+    ST(push_ud(e, &r[SKIP_T], &w, 1, NULL, 0), ORDO_OK); /* skipped: w poisoned by SKIP_R */
     ST(push_ud(e, &r[CLEAN], NULL, 0, &x, 1), ORDO_OK);
     ST(ordo_wait_for_all(e), ORDO_ERR_OP_FAILED);
-    static const char* names[NREC] = {"ran", "no vars", "failed", "skipped writer",
-                                      "skipped reader", "transitively skipped", "clean"};
+    static const char* names[NREC] = {
+        "ran",  "no vars", "failed", "skipped writer", "skipped reader", "transitively skipped",
+        "clean"};
     for (int i = 0; i < NREC; ++i) {
       cr_assert_eq(atomic_load(&r[i].frees), 1, "%s: free_fn of the %s op ran %d times",
                    tu_kind_name(g_kind), names[i], atomic_load(&r[i].frees));

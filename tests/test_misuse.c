@@ -171,8 +171,7 @@ Test(misuse, null_arrays_with_counts) {
   ordo_opr p = 0;
   cr_assert_eq(ordo_opr_new(e, op_count, NULL, NULL, 1, NULL, 0, &o, &p),
                ORDO_ERR_INVALID_ARGUMENT);
-  cr_assert_eq(ordo_opr_new(e, op_count, NULL, &v, 1, NULL, 1, &o, &p),
-               ORDO_ERR_INVALID_ARGUMENT);
+  cr_assert_eq(ordo_opr_new(e, op_count, NULL, &v, 1, NULL, 1, &o, &p), ORDO_ERR_INVALID_ARGUMENT);
   /* NULL arrays with zero counts are fine. */
   cr_assert_eq(ordo_opr_push(e, op_count, NULL, NULL, 0, NULL, 0, NULL), ORDO_OK);
   cr_assert_eq(ordo_wait_for_all(e), ORDO_OK);
@@ -215,8 +214,8 @@ static void check_bad_var(ordo_engine* e, ordo_var bad, ordo_var good, const cha
                "%s: wait_timeout", what);
   cr_assert_eq(ordo_var_delete(e, bad), ORDO_ERR_INVALID_HANDLE, "%s: delete", what);
   cr_assert_eq(ordo_var_clear_error(e, bad), ORDO_ERR_INVALID_HANDLE, "%s: clear_error", what);
-  cr_assert_eq(ordo_var_get_error(e, bad, &code, NULL, 0), ORDO_ERR_INVALID_HANDLE,
-               "%s: get_error", what);
+  cr_assert_eq(ordo_var_get_error(e, bad, &code, NULL, 0), ORDO_ERR_INVALID_HANDLE, "%s: get_error",
+               what);
   cr_assert_gt(strlen(ordo_last_error_message()), 0u);
   /* The good var is not blocked or damaged by the failed pushes. */
   cr_assert_eq(ordo_opr_push(e, op_count, NULL, NULL, 0, &good, 1, NULL), ORDO_OK);
@@ -251,8 +250,12 @@ static void check_bad_vars_kind(int32_t kind) {
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
 }
 
-Test(misuse, bad_var_handles_per_device) { check_bad_vars_kind(ORDO_ENGINE_PER_DEVICE); }
-Test(misuse, bad_var_handles_naive) { check_bad_vars_kind(ORDO_ENGINE_NAIVE); }
+Test(misuse, bad_var_handles_per_device) {
+  check_bad_vars_kind(ORDO_ENGINE_PER_DEVICE);
+}
+Test(misuse, bad_var_handles_naive) {
+  check_bad_vars_kind(ORDO_ENGINE_NAIVE);
+}
 
 Test(misuse, bad_opr_handles) {
   ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
@@ -292,8 +295,7 @@ Test(misuse, failed_push_pushes_nothing) {
   o.next = NULL;
   o.prop = 99;
   cr_assert_eq(ordo_opr_push(e, op_count, NULL, NULL, 0, &v, 1, &o), ORDO_ERR_INVALID_ARGUMENT);
-  cr_assert_eq(ordo_opr_new(e, op_count, NULL, NULL, 0, &v, 1, &o, &p),
-               ORDO_ERR_INVALID_ARGUMENT);
+  cr_assert_eq(ordo_opr_new(e, op_count, NULL, NULL, 0, &v, 1, &o, &p), ORDO_ERR_INVALID_ARGUMENT);
   o.prop = ORDO_PROP_ASYNC;
   o.next = &dummy;
   cr_assert_eq(ordo_opr_push(e, op_count, NULL, NULL, 0, &v, 1, &o), ORDO_ERR_UNSUPPORTED);
@@ -361,15 +363,16 @@ Test(misuse, push_opts_bigger_struct) {
     memset(&r2, 0, sizeof r2);
     cr_assert_eq(ordo_opr_push(e, op_opts_rec, &r2, NULL, 0, NULL, 0, &b.o), ORDO_ERR_UNSUPPORTED,
                  "non-zero tail byte %zu accepted", i);
-    cr_assert_eq(ordo_opr_new(e, op_count, NULL, NULL, 0, NULL, 0, &b.o, &p),
-                 ORDO_ERR_UNSUPPORTED);
+    cr_assert_eq(ordo_opr_new(e, op_count, NULL, NULL, 0, NULL, 0, &b.o, &p), ORDO_ERR_UNSUPPORTED);
     cr_assert_eq(ordo_wait_for_all(e), ORDO_OK);
     cr_assert_eq(atomic_load(&r2.ran), 0);
     b.tail[i] = 0;
   }
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
-  cr_assert_eq(atomic_load(&g_freed), 2, "free_fn count %d: the prepared op's ran once, the "
-               "push's once, the refused ones never", atomic_load(&g_freed));
+  cr_assert_eq(atomic_load(&g_freed), 2,
+               "free_fn count %d: the prepared op's ran once, the "
+               "push's once, the refused ones never",
+               atomic_load(&g_freed));
 }
 
 Test(misuse, push_opts_struct_size_too_small) {
@@ -381,8 +384,8 @@ Test(misuse, push_opts_struct_size_too_small) {
     ordo_push_opts_init(&o);
     o.free_fn = free_count;
     o.struct_size = sizes[i];
-    cr_assert_eq(ordo_opr_push(e, op_count, NULL, NULL, 0, NULL, 0, &o),
-                 ORDO_ERR_INVALID_ARGUMENT, "struct_size %u", (unsigned)sizes[i]);
+    cr_assert_eq(ordo_opr_push(e, op_count, NULL, NULL, 0, NULL, 0, &o), ORDO_ERR_INVALID_ARGUMENT,
+                 "struct_size %u", (unsigned)sizes[i]);
     ordo_opr p = 0;
     cr_assert_eq(ordo_opr_new(e, op_count, NULL, NULL, 0, NULL, 0, &o, &p),
                  ORDO_ERR_INVALID_ARGUMENT, "opr_new struct_size %u", (unsigned)sizes[i]);
@@ -655,7 +658,8 @@ Test(misuse, exec_info_misuse_inside_op) {
   cr_assert_eq(atomic_load(&m.null_info), ORDO_ERR_INVALID_ARGUMENT);
   cr_assert_eq(atomic_load(&m.small_info), ORDO_ERR_INVALID_ARGUMENT);
   cr_assert_eq(atomic_load(&m.null_defer_out), ORDO_ERR_INVALID_ARGUMENT);
-  cr_assert(atomic_load(&m.ok_small), "get_info with a smaller struct_size failed or wrote "
+  cr_assert(atomic_load(&m.ok_small),
+            "get_info with a smaller struct_size failed or wrote "
             "past struct_size");
   cr_assert_eq(atomic_load(&m.ok_small_prio), 6);
   /* The exec outside its callback. */

@@ -5,12 +5,12 @@
  *
  * Callbacks never assert: they record into atomics and the test thread asserts afterwards.
  */
-#include "test_util.h"
-
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "test_util.h"
 
 TestSuite(ordering, .timeout = 30.0);
 
@@ -25,7 +25,9 @@ static ordo_engine* make_engine(int32_t kind) {
   return e;
 }
 
-static void destroy_engine(ordo_engine* e) { ST(ordo_engine_destroy(e), ORDO_OK); }
+static void destroy_engine(ordo_engine* e) {
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}
 
 static ordo_var new_var(ordo_engine* e) {
   ordo_var v = 0;
@@ -114,10 +116,10 @@ Test(ordering, writes_to_one_var_run_in_push_order) {
 /* ------------------------------------------------------------------------------------------- */
 
 typedef struct rw_ctx {
-  atomic_int version;      /* bumped by each writer */
-  atomic_int bad_reader;   /* reader saw a version other than its epoch (start or end) */
-  atomic_int bad_writer;   /* writer did not find the version it expected */
-  atomic_int readers_in;   /* readers inside */
+  atomic_int version;    /* bumped by each writer */
+  atomic_int bad_reader; /* reader saw a version other than its epoch (start or end) */
+  atomic_int bad_writer; /* writer did not find the version it expected */
+  atomic_int readers_in; /* readers inside */
   atomic_int writer_saw_readers;
   atomic_int ran;
 } rw_ctx;
@@ -451,14 +453,14 @@ Test(ordering, ops_with_no_vars_run) {
 enum { MT_THREADS = 4, MT_OPS = 20000 };
 
 typedef struct mt_ctx {
-  atomic_int w[2];        /* writers inside, per var */
-  atomic_int r[2];        /* readers inside, per var */
-  atomic_int overlap;     /* a writer met another op on its var */
-  atomic_int order_bad;   /* a thread's ops ran out of its program order */
+  atomic_int w[2];      /* writers inside, per var */
+  atomic_int r[2];      /* readers inside, per var */
+  atomic_int overlap;   /* a writer met another op on its var */
+  atomic_int order_bad; /* a thread's ops ran out of its program order */
   atomic_int last_seq[MT_THREADS];
   atomic_int ran;
   atomic_int pushers_done;
-  atomic_int push_fail;   /* first failing push status, or 0 */
+  atomic_int push_fail; /* first failing push status, or 0 */
 } mt_ctx;
 
 static mt_ctx* g_mt;
@@ -554,10 +556,11 @@ Test(ordering, concurrent_pushes_in_opposite_var_orders_are_linearizable) {
     cr_assert_eq(atomic_load(&c.push_fail), 0, "%s: a push failed with %s", tu_kind_name(g_kind),
                  ordo_status_string(atomic_load(&c.push_fail)));
     ST(ordo_wait_for_all_timeout(e, TU_MS_NS(20000)), ORDO_OK);
-    cr_assert_eq(atomic_load(&c.ran), MT_THREADS * MT_OPS, "%s: %d ops ran",
-                 tu_kind_name(g_kind), atomic_load(&c.ran));
-    cr_assert_eq(atomic_load(&c.overlap), 0, "%s: %d times a writer overlapped another op on its var",
-                 tu_kind_name(g_kind), atomic_load(&c.overlap));
+    cr_assert_eq(atomic_load(&c.ran), MT_THREADS * MT_OPS, "%s: %d ops ran", tu_kind_name(g_kind),
+                 atomic_load(&c.ran));
+    cr_assert_eq(atomic_load(&c.overlap), 0,
+                 "%s: %d times a writer overlapped another op on its var", tu_kind_name(g_kind),
+                 atomic_load(&c.overlap));
     cr_assert_eq(atomic_load(&c.order_bad), 0,
                  "%s: %d ops ran before an op their own thread pushed earlier",
                  tu_kind_name(g_kind), atomic_load(&c.order_bad));

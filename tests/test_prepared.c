@@ -128,15 +128,19 @@ static void check_prepared_many_in_order(int32_t kind) {
 Test(prepared, many_pushes_in_order_per_device) {
   check_prepared_many_in_order(ORDO_ENGINE_PER_DEVICE);
 }
-Test(prepared, many_pushes_in_order_pooled) { check_prepared_many_in_order(ORDO_ENGINE_POOLED); }
-Test(prepared, many_pushes_in_order_naive) { check_prepared_many_in_order(ORDO_ENGINE_NAIVE); }
+Test(prepared, many_pushes_in_order_pooled) {
+  check_prepared_many_in_order(ORDO_ENGINE_POOLED);
+}
+Test(prepared, many_pushes_in_order_naive) {
+  check_prepared_many_in_order(ORDO_ENGINE_NAIVE);
+}
 
 /* ---- readers ---- */
 
 struct readers {
-  atomic_int count;     /* reader runs */
-  atomic_int inside;    /* readers running right now */
-  atomic_int met;       /* readers that saw another reader running at the same time */
+  atomic_int count;  /* reader runs */
+  atomic_int inside; /* readers running right now */
+  atomic_int met;    /* readers that saw another reader running at the same time */
   atomic_int seen_by_writer;
   atomic_int writer_ran;
 };
@@ -176,8 +180,10 @@ Test(prepared, readers_only_prepared_op) {
   cr_assert_eq(ordo_opr_push(e, op_writer_after_readers, &r, NULL, 0, &v, 1, NULL), ORDO_OK);
   cr_assert_eq(ordo_wait_for_var(e, v), ORDO_OK);
   cr_assert_eq(atomic_load(&r.count), 2);
-  cr_assert_eq(atomic_load(&r.met), 2, "two pushes of a readers-only prepared op did not "
-               "overlap (%d of 2 saw the other)", atomic_load(&r.met));
+  cr_assert_eq(atomic_load(&r.met), 2,
+               "two pushes of a readers-only prepared op did not "
+               "overlap (%d of 2 saw the other)",
+               atomic_load(&r.met));
   cr_assert_eq(atomic_load(&r.writer_ran), 1);
   cr_assert_eq(atomic_load(&r.seen_by_writer), 2, "the writer ran before the readers finished");
   cr_assert_eq(ordo_opr_delete(e, p), ORDO_OK);
@@ -335,8 +341,10 @@ Test(prepared, free_fn_at_destroy_when_never_deleted) {
   for (int i = 0; i < 3; i++) cr_assert_eq(ordo_opr_push_prepared(e, p, 0), ORDO_OK);
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
   cr_assert_eq(atomic_load(&g_runs), 3);
-  cr_assert_eq(atomic_load(&g_freed), 1, "free_fn of a never-deleted prepared op ran %d times "
-               "by destroy", atomic_load(&g_freed));
+  cr_assert_eq(atomic_load(&g_freed), 1,
+               "free_fn of a never-deleted prepared op ran %d times "
+               "by destroy",
+               atomic_load(&g_freed));
   cr_assert_eq(atomic_load(&g_runs_at_free), 3);
 }
 
@@ -388,20 +396,18 @@ Test(prepared, opr_new_bad_arguments) {
   ordo_push_opts_init(&o);
   o.free_fn = free_count;
   ordo_opr p = 0;
-  cr_assert_eq(ordo_opr_new(NULL, op_run, NULL, NULL, 0, &v, 1, &o, &p),
-               ORDO_ERR_INVALID_ARGUMENT);
+  cr_assert_eq(ordo_opr_new(NULL, op_run, NULL, NULL, 0, &v, 1, &o, &p), ORDO_ERR_INVALID_ARGUMENT);
   cr_assert_eq(ordo_opr_new(e, NULL, NULL, NULL, 0, &v, 1, &o, &p), ORDO_ERR_INVALID_ARGUMENT);
-  cr_assert_eq(ordo_opr_new(e, op_run, NULL, NULL, 0, &v, 1, &o, NULL),
-               ORDO_ERR_INVALID_ARGUMENT);
+  cr_assert_eq(ordo_opr_new(e, op_run, NULL, NULL, 0, &v, 1, &o, NULL), ORDO_ERR_INVALID_ARGUMENT);
   cr_assert_eq(ordo_opr_new(e, op_run, NULL, NULL, 1, &v, 1, &o, &p), ORDO_ERR_INVALID_ARGUMENT);
   cr_assert_eq(ordo_opr_new(e, op_run, NULL, &v, 1, NULL, 1, &o, &p), ORDO_ERR_INVALID_ARGUMENT);
   const ordo_var bad[] = {0, (ordo_var)0xdeadbeef12345678ull, foreign, dead};
   for (size_t i = 0; i < 4; i++) {
     ordo_var pair[2] = {v, bad[i]};
-    cr_assert_eq(ordo_opr_new(e, op_run, NULL, NULL, 0, pair, 2, &o, &p),
-                 ORDO_ERR_INVALID_HANDLE, "bad var %zu (mutable)", i);
-    cr_assert_eq(ordo_opr_new(e, op_run, NULL, pair, 2, NULL, 0, &o, &p),
-                 ORDO_ERR_INVALID_HANDLE, "bad var %zu (const)", i);
+    cr_assert_eq(ordo_opr_new(e, op_run, NULL, NULL, 0, pair, 2, &o, &p), ORDO_ERR_INVALID_HANDLE,
+                 "bad var %zu (mutable)", i);
+    cr_assert_eq(ordo_opr_new(e, op_run, NULL, pair, 2, NULL, 0, &o, &p), ORDO_ERR_INVALID_HANDLE,
+                 "bad var %zu (const)", i);
   }
   o.prop = 99;
   cr_assert_eq(ordo_opr_new(e, op_run, NULL, NULL, 0, &v, 1, &o, &p), ORDO_ERR_INVALID_ARGUMENT);

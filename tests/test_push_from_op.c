@@ -5,12 +5,12 @@
  *
  * Callbacks never assert: they record into atomics and the test thread asserts afterwards.
  */
-#include "test_util.h"
-
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "test_util.h"
 
 TestSuite(push_from_op, .timeout = 30.0);
 
@@ -25,7 +25,9 @@ static ordo_engine* make_engine(int32_t kind) {
   return e;
 }
 
-static void destroy_engine(ordo_engine* e) { ST(ordo_engine_destroy(e), ORDO_OK); }
+static void destroy_engine(ordo_engine* e) {
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}
 
 static ordo_var new_var(ordo_engine* e) {
   ordo_var v = 0;
@@ -40,11 +42,11 @@ static ordo_var new_var(ordo_engine* e) {
 typedef struct pc_ctx {
   ordo_engine* e;
   ordo_var v;
-  int child_mode;           /* 0: child mutates v, 1: child reads v */
-  atomic_int parent_done;   /* set just before the parent returns */
+  int child_mode;         /* 0: child mutates v, 1: child reads v */
+  atomic_int parent_done; /* set just before the parent returns */
   atomic_int child_ran;
   atomic_int child_saw_parent_done;
-  atomic_int push_status;   /* status of the push made inside the parent */
+  atomic_int push_status; /* status of the push made inside the parent */
 } pc_ctx;
 
 static int32_t pc_child(ordo_exec* exec, void* ud) {
@@ -202,8 +204,8 @@ Test(push_from_op, recursive_chains_run_completely_and_in_order) {
                      tu_kind_name(g_kind), depths[d], use_var ? "on a var" : "no vars",
                      atomic_load(&c->next));
         for (int i = 0; i < depths[d]; ++i) {
-          cr_assert_eq(c->log[i], i, "%s: chain level %d ran at position %d",
-                       tu_kind_name(g_kind), c->log[i], i);
+          cr_assert_eq(c->log[i], i, "%s: chain level %d ran at position %d", tu_kind_name(g_kind),
+                       c->log[i], i);
         }
         if (use_var) ST(ordo_wait_for_var(e, c->v), ORDO_OK);
         destroy_engine(e);
@@ -236,9 +238,12 @@ static int32_t tree_fn(ordo_exec* exec, void* ud);
 static ordo_status tree_push_child(tree_ctx* c, int level) {
   void* ud = (void*)(uintptr_t)level;
   switch (c->mode) {
-    case 1: return ordo_opr_push(c->e, tree_fn, ud, NULL, 0, &c->v, 1, NULL);
-    case 2: return ordo_opr_push(c->e, tree_fn, ud, &c->v, 1, NULL, 0, NULL);
-    default: return ordo_opr_push(c->e, tree_fn, ud, NULL, 0, NULL, 0, NULL);
+    case 1:
+      return ordo_opr_push(c->e, tree_fn, ud, NULL, 0, &c->v, 1, NULL);
+    case 2:
+      return ordo_opr_push(c->e, tree_fn, ud, &c->v, 1, NULL, 0, NULL);
+    default:
+      return ordo_opr_push(c->e, tree_fn, ud, NULL, 0, NULL, 0, NULL);
   }
 }
 
@@ -377,8 +382,7 @@ Test(push_from_op, child_of_deferred_parent_waits_for_completion) {
     cr_assert_eq(atomic_load(&c.push_status), ORDO_OK, "%s", tu_kind_name(g_kind));
     tu_sleep_ms(30);
     cr_assert_eq(atomic_load(&c.child_ran), 0,
-                 "%s: child ran while its deferred parent was not completed",
-                 tu_kind_name(g_kind));
+                 "%s: child ran while its deferred parent was not completed", tu_kind_name(g_kind));
     atomic_store(&c.completed, 1);
     ST(ordo_complete(h, 0, NULL), ORDO_OK);
     ST(ordo_wait_for_all(e), ORDO_OK);
@@ -402,7 +406,9 @@ typedef struct bad_ctx {
   atomic_int child_ran;
 } bad_ctx;
 
-static void bad_free(void* ud) { atomic_fetch_add(&((bad_ctx*)ud)->free_calls, 1); }
+static void bad_free(void* ud) {
+  atomic_fetch_add(&((bad_ctx*)ud)->free_calls, 1);
+}
 
 static int32_t bad_child(ordo_exec* exec, void* ud) {
   (void)exec;

@@ -58,8 +58,8 @@ static void check_all_shutdown(ordo_engine* e, ordo_var v, const char* when) {
   cr_assert_eq(ordo_wait_for_var_timeout(e, v, 1000000), ORDO_ERR_SHUTDOWN,
                "%s: wait_for_var_timeout", when);
   cr_assert_eq(ordo_wait_for_all(e), ORDO_ERR_SHUTDOWN, "%s: wait_for_all", when);
-  cr_assert_eq(ordo_wait_for_all_timeout(e, 1000000), ORDO_ERR_SHUTDOWN,
-               "%s: wait_for_all_timeout", when);
+  cr_assert_eq(ordo_wait_for_all_timeout(e, 1000000), ORDO_ERR_SHUTDOWN, "%s: wait_for_all_timeout",
+               when);
   cr_assert_eq(ordo_var_clear_error(e, v), ORDO_ERR_SHUTDOWN, "%s: clear_error", when);
   cr_assert_eq(ordo_var_delete(e, v), ORDO_ERR_SHUTDOWN, "%s: var_delete", when);
   ordo_opr p = 0;
@@ -76,8 +76,8 @@ static void check_all_invalid_handle(ordo_engine* e, const char* what) {
   ordo_engine_config c;
   ordo_engine_config_init(&c);
   cr_assert_eq(ordo_engine_destroy(e), ORDO_ERR_INVALID_HANDLE, "%s: destroy", what);
-  cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, NULL, 0, NULL),
-               ORDO_ERR_INVALID_HANDLE, "%s: push", what);
+  cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, NULL, 0, NULL), ORDO_ERR_INVALID_HANDLE,
+               "%s: push", what);
   cr_assert_eq(ordo_var_new(e, &w), ORDO_ERR_INVALID_HANDLE, "%s: var_new", what);
   cr_assert_eq(ordo_engine_retain(e), ORDO_ERR_INVALID_HANDLE, "%s: retain", what);
   cr_assert_eq(ordo_engine_release(e), ORDO_ERR_INVALID_HANDLE, "%s: release", what);
@@ -86,8 +86,8 @@ static void check_all_invalid_handle(ordo_engine* e, const char* what) {
   cr_assert_eq(ordo_wait_for_all_timeout(e, 1000), ORDO_ERR_INVALID_HANDLE,
                "%s: wait_for_all_timeout", what);
   ordo_opr p = 0;
-  cr_assert_eq(ordo_opr_new(e, op_noop, NULL, NULL, 0, NULL, 0, NULL, &p),
-               ORDO_ERR_INVALID_HANDLE, "%s: opr_new", what);
+  cr_assert_eq(ordo_opr_new(e, op_noop, NULL, NULL, 0, NULL, 0, NULL, &p), ORDO_ERR_INVALID_HANDLE,
+               "%s: opr_new", what);
   cr_assert_eq(atomic_load(&counter), 0);
   cr_assert_gt(strlen(ordo_last_error_message()), 0u);
 }
@@ -262,7 +262,9 @@ static void check_inside_op(int32_t kind) {
 Test(refcount, destroy_inside_op_would_deadlock_per_device) {
   check_inside_op(ORDO_ENGINE_PER_DEVICE);
 }
-Test(refcount, destroy_inside_op_would_deadlock_naive) { check_inside_op(ORDO_ENGINE_NAIVE); }
+Test(refcount, destroy_inside_op_would_deadlock_naive) {
+  check_inside_op(ORDO_ENGINE_NAIVE);
+}
 
 static int32_t op_release_extra(ordo_exec* x, void* ud) {
   (void)x;

@@ -18,7 +18,6 @@
  */
 #include <criterion/criterion.h>
 #include <ordo/ordo.h>
-
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -27,16 +26,16 @@
 #include <stdio.h>
 #include <string.h>
 
-#define NV 48              /* vars */
-#define NPUSHERS 3         /* pusher threads, all sharing every var */
-#define TOTAL_OPS 120000   /* ops pushed in all (>= 100,000) */
+#define NV 48            /* vars */
+#define NPUSHERS 3       /* pusher threads, all sharing every var */
+#define TOTAL_OPS 120000 /* ops pushed in all (>= 100,000) */
 #define MAX_READS 3
 #define MAX_WRITES 2
 #define MAX_TOUCH (MAX_READS + MAX_WRITES)
-#define CLEAR_EVERY 250    /* every CLEAR_EVERY ops: clear errors on every poisoned var */
+#define CLEAR_EVERY 250       /* every CLEAR_EVERY ops: clear errors on every poisoned var */
 #define CLEAR_SOME_EVERY 5000 /* every CLEAR_SOME_EVERY ops: also clear a few random vars */
-#define FAIL_BASE 1000     /* injected failure codes are FAIL_BASE + small number */
-#define QUIET_TAIL 1000    /* no clears in the last QUIET_TAIL ops: some vars end poisoned */
+#define FAIL_BASE 1000        /* injected failure codes are FAIL_BASE + small number */
+#define QUIET_TAIL 1000       /* no clears in the last QUIET_TAIL ops: some vars end poisoned */
 
 /* One op as the model sees it (vars deduplicated; a var in both lists is mutable). */
 typedef struct op_rec {
@@ -53,10 +52,10 @@ typedef struct op_rec {
 } op_rec;
 
 typedef struct model_var {
-  uint32_t version;  /* writes (by ops that run) pushed so far */
-  int poisoned;      /* predicted error state */
-  int32_t code;      /* predicted error code when code_known */
-  int code_known;    /* the code is determined (not a mix of inherited codes) */
+  uint32_t version; /* writes (by ops that run) pushed so far */
+  int poisoned;     /* predicted error state */
+  int32_t code;     /* predicted error code when code_known */
+  int code_known;   /* the code is determined (not a mix of inherited codes) */
 } model_var;
 
 typedef struct completion_item {
@@ -70,19 +69,19 @@ static ordo_var g_vh[NV];
 static op_rec g_ops[TOTAL_OPS];
 static _Atomic uint32_t g_runs[TOTAL_OPS];
 
-static _Atomic uint32_t g_version[NV];  /* the "data": bumped by writers */
+static _Atomic uint32_t g_version[NV]; /* the "data": bumped by writers */
 static atomic_int g_writers_in[NV];
 static atomic_int g_readers_in[NV];
 
-static atomic_ulong g_mismatch;        /* any model disagreement seen on any thread */
-static atomic_ulong g_api_errors;      /* an ordo call failed where it must not */
+static atomic_ulong g_mismatch;   /* any model disagreement seen on any thread */
+static atomic_ulong g_api_errors; /* an ordo call failed where it must not */
 static atomic_ulong g_total_runs;
 
 static pthread_mutex_t g_push_mu = PTHREAD_MUTEX_INITIALIZER;
-static uint32_t g_seq;                 /* under g_push_mu */
-static model_var g_model[NV];          /* under g_push_mu */
+static uint32_t g_seq;                                                  /* under g_push_mu */
+static model_var g_model[NV];                                           /* under g_push_mu */
 static unsigned long g_pred_runs, g_pred_skips, g_pred_fails, g_clears; /* under g_push_mu */
-static int32_t g_prop_choice;          /* bit mask of extra props to use */
+static int32_t g_prop_choice; /* bit mask of extra props to use */
 
 /* first few diagnostics */
 static pthread_mutex_t g_diag_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -192,7 +191,8 @@ static void* completer_main(void* arg) {
     /* complete "shortly after": let the deferring callback return first, most of the time */
     if ((++k & 3) != 0) sched_yield();
     finish_vars(it.op);
-    ordo_status st = ordo_complete(it.c, it.op->code, it.op->code ? "injected async failure" : NULL);
+    ordo_status st =
+        ordo_complete(it.c, it.op->code, it.op->code ? "injected async failure" : NULL);
     if (st != ORDO_OK) {
       atomic_fetch_add(&g_api_errors, 1);
       diag("  op #%u: ordo_complete returned %s\n", it.op->seq, ordo_status_string(st));
@@ -202,8 +202,8 @@ static void* completer_main(void* arg) {
       st = ordo_complete(it.c, 0, NULL);
       if (st != ORDO_ERR_INVALID_HANDLE) {
         atomic_fetch_add(&g_api_errors, 1);
-        diag("  op #%u: second ordo_complete returned %s, expected INVALID_HANDLE\n",
-             it.op->seq, ordo_status_string(st));
+        diag("  op #%u: second ordo_complete returned %s, expected INVALID_HANDLE\n", it.op->seq,
+             ordo_status_string(st));
       }
     }
   }
@@ -283,9 +283,12 @@ static void* pusher_main(void* argp) {
     for (size_t i = 0; i < nr; i++) ridx[i] = (int)rng_below(&rng, NV);
     for (size_t i = 0; i < nw; i++) widx[i] = (int)rng_below(&rng, NV);
     uint32_t r = rng_below(&rng, 1000);
-    if (r < 40 && nr >= 2) ridx[1] = ridx[0];            /* duplicate read */
-    else if (r < 80 && nw >= 2) widx[1] = widx[0];       /* duplicate write */
-    else if (r < 140 && nr >= 1 && nw >= 1) ridx[0] = widx[0]; /* var in both lists */
+    if (r < 40 && nr >= 2)
+      ridx[1] = ridx[0]; /* duplicate read */
+    else if (r < 80 && nw >= 2)
+      widx[1] = widx[0]; /* duplicate write */
+    else if (r < 140 && nr >= 1 && nw >= 1)
+      ridx[0] = widx[0]; /* var in both lists */
     for (size_t i = 0; i < nr; i++) reads[i] = g_vh[ridx[i]];
     for (size_t i = 0; i < nw; i++) writes[i] = g_vh[widx[i]];
     uint32_t fr = rng_below(&rng, 1000);
@@ -297,8 +300,10 @@ static void* pusher_main(void* argp) {
     ordo_push_opts_init(&opts);
     opts.priority = (int32_t)rng_below(&rng, 5) - 2;
     uint32_t pr = rng_below(&rng, 100);
-    if ((g_prop_choice & 1) && pr < 10) opts.prop = ORDO_PROP_CPU_PRIORITIZED;
-    else if ((g_prop_choice & 2) && pr < 14) opts.prop = ORDO_PROP_ASYNC;
+    if ((g_prop_choice & 1) && pr < 10)
+      opts.prop = ORDO_PROP_CPU_PRIORITIZED;
+    else if ((g_prop_choice & 2) && pr < 14)
+      opts.prop = ORDO_PROP_ASYNC;
     opts.name = "stress_op";
 
     pthread_mutex_lock(&g_push_mu);
@@ -372,8 +377,8 @@ static void* pusher_main(void* argp) {
         m->code_known = inh_known;
       }
     }
-    ordo_status st = ordo_opr_push(g_engine, op_fn, op, nr ? reads : NULL, nr,
-                                   nw ? writes : NULL, nw, &opts);
+    ordo_status st =
+        ordo_opr_push(g_engine, op_fn, op, nr ? reads : NULL, nr, nw ? writes : NULL, nw, &opts);
     if (st != ORDO_OK) {
       atomic_fetch_add(&g_api_errors, 1);
       diag("  op #%u: ordo_opr_push returned %s: %s\n", seq, ordo_status_string(st),
@@ -533,8 +538,8 @@ static void run_stress(int32_t kind, int32_t cpu_threads, int32_t prop_choice, c
   cr_expect_eq(wrong_err, 0, "%lu vars with a wrong error state", wrong_err);
   cr_expect_eq(wrong_code, 0, "%lu vars with a wrong error code", wrong_code);
   cr_expect_eq(wrong_wait, 0, "%lu wrong ordo_wait_for_var results", wrong_wait);
-  cr_expect_eq(wst, want_wst, "ordo_wait_for_all returned %s, expected %s",
-               ordo_status_string(wst), ordo_status_string(want_wst));
+  cr_expect_eq(wst, want_wst, "ordo_wait_for_all returned %s, expected %s", ordo_status_string(wst),
+               ordo_status_string(want_wst));
   cr_expect_eq(st, ORDO_OK, "ordo_engine_destroy: %s", ordo_status_string(st));
   /* the run must have exercised both sides of the model */
   cr_expect_gt(g_pred_runs, TOTAL_OPS / 2);

@@ -25,7 +25,9 @@ static inline uint64_t tu_now_ns(void) {
 }
 
 /** Monotonic clock in milliseconds. */
-static inline uint64_t tu_now_ms(void) { return tu_now_ns() / 1000000ull; }
+static inline uint64_t tu_now_ms(void) {
+  return tu_now_ns() / 1000000ull;
+}
 
 /** Sleeps for ms milliseconds (restarts on EINTR). */
 static inline void tu_sleep_ms(uint32_t ms) {
@@ -101,10 +103,14 @@ static const int32_t tu_all_kinds[] = {ORDO_ENGINE_NAIVE, ORDO_ENGINE_POOLED,
 /** A short readable name for an engine kind, for assertion messages. */
 static inline const char* tu_kind_name(int32_t kind) {
   switch (kind) {
-    case ORDO_ENGINE_NAIVE: return "naive";
-    case ORDO_ENGINE_POOLED: return "pooled";
-    case ORDO_ENGINE_PER_DEVICE: return "per_device";
-    default: return "default";
+    case ORDO_ENGINE_NAIVE:
+      return "naive";
+    case ORDO_ENGINE_POOLED:
+      return "pooled";
+    case ORDO_ENGINE_PER_DEVICE:
+      return "per_device";
+    default:
+      return "default";
   }
 }
 
@@ -158,24 +164,26 @@ static inline int32_t tu_count_fn(ordo_exec* exec, void* user_data) {
 }
 
 /** A free_fn (user_data: atomic_int*) that counts its calls. */
-static inline void tu_count_free(void* user_data) { atomic_fetch_add((atomic_int*)user_data, 1); }
+static inline void tu_count_free(void* user_data) {
+  atomic_fetch_add((atomic_int*)user_data, 1);
+}
 
 /**
  * Criterion helper (expands only where used, so this header does not need Criterion): asserts
  * that expr returns `want`, printing both status names, ctx (a string) and the thread's last
  * error message.
  */
-#define TU_ASSERT_ST(expr, want, ctx)                                                         \
-  do {                                                                                        \
-    ordo_status tu_st_ = (expr);                                                              \
-    char tu_msg_[512];                                                                        \
-    ordo_last_error_copy(tu_msg_, sizeof tu_msg_);                                            \
-    ordo_status tu_want_ = (want);                                                            \
+#define TU_ASSERT_ST(expr, want, ctx)                                                          \
+  do {                                                                                         \
+    ordo_status tu_st_ = (expr);                                                               \
+    char tu_msg_[512];                                                                         \
+    ordo_last_error_copy(tu_msg_, sizeof tu_msg_);                                             \
+    ordo_status tu_want_ = (want);                                                             \
     cr_assert_eq(tu_st_, tu_want_, "%s: %s -> %s, want %s (last error: \"%s\")", (ctx), #expr, \
-                 ordo_status_string(tu_st_), ordo_status_string(tu_want_), tu_msg_);          \
+                 ordo_status_string(tu_st_), ordo_status_string(tu_want_), tu_msg_);           \
   } while (0)
 
 /** One ms in nanoseconds, for the *_timeout waits. */
-#define TU_MS_NS(ms) ((uint64_t)(ms) * 1000000ull)
+#define TU_MS_NS(ms) ((uint64_t)(ms)*1000000ull)
 
 #endif /* ORDO_TESTS_TEST_UTIL_H */

@@ -72,8 +72,8 @@ static void check_dead(ordo_engine* e, ordo_var v, const char* what) {
   cr_assert_eq(ordo_wait_for_var_timeout(e, v, 1000000), ORDO_ERR_INVALID_HANDLE,
                "%s: wait_timeout", what);
   cr_assert_eq(ordo_var_clear_error(e, v), ORDO_ERR_INVALID_HANDLE, "%s: clear_error", what);
-  cr_assert_eq(ordo_var_get_error(e, v, &code, NULL, 0), ORDO_ERR_INVALID_HANDLE,
-               "%s: get_error", what);
+  cr_assert_eq(ordo_var_get_error(e, v, &code, NULL, 0), ORDO_ERR_INVALID_HANDLE, "%s: get_error",
+               what);
   cr_assert_eq(ordo_var_delete(e, v), ORDO_ERR_INVALID_HANDLE, "%s: delete", what);
   cr_assert_eq(atomic_load(&g_ran), 0, "%s: an op on a dead var ran", what);
   cr_assert_eq(atomic_load(&g_freed), 0, "%s", what);
@@ -121,8 +121,10 @@ static void check_delete_ordered(int32_t kind) {
   cr_assert_eq(ordo_wait_for_all(e), ORDO_OK, "%s", ordo_last_error_message());
   cr_assert_eq(atomic_load(&s.started), 1);
   cr_assert_eq(atomic_load(&s.finished), 1, "the writer pushed before delete did not finish");
-  cr_assert_eq(atomic_load(&s.readers_done), 5, "readers pushed before delete: %d of 5 ran after "
-               "the writer", atomic_load(&s.readers_done));
+  cr_assert_eq(atomic_load(&s.readers_done), 5,
+               "readers pushed before delete: %d of 5 ran after "
+               "the writer",
+               atomic_load(&s.readers_done));
   check_dead(e, v, "deleted, all ops done");
   cr_assert_eq(ordo_var_delete(e, keep), ORDO_OK);
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
@@ -163,7 +165,8 @@ Test(var_lifecycle, many_create_delete_cycles_never_reuse_handles) {
     if (s != ORDO_OK) cr_assert_fail("var_new #%d: %s", i, ordo_last_error_message());
     if (all[i] == 0) cr_assert_fail("var_new #%d gave handle 0", i);
     /* Now and then use it, so that deletion has something to order after. */
-    if (i % 1000 == 0) cr_assert_eq(ordo_opr_push(e, op_noop, NULL, NULL, 0, &all[i], 1, NULL), ORDO_OK);
+    if (i % 1000 == 0)
+      cr_assert_eq(ordo_opr_push(e, op_noop, NULL, NULL, 0, &all[i], 1, NULL), ORDO_OK);
     s = ordo_var_delete(e, all[i]);
     if (s != ORDO_OK) cr_assert_fail("var_delete #%d: %s", i, ordo_last_error_message());
   }
@@ -173,8 +176,8 @@ Test(var_lifecycle, many_create_delete_cycles_never_reuse_handles) {
     int32_t code = 0;
     ordo_status s = ordo_var_get_error(e, all[i], &code, NULL, 0);
     if (s != ORDO_ERR_INVALID_HANDLE)
-      cr_assert_fail("stale handle #%d (0x%llx): get_error gave %s", i,
-                     (unsigned long long)all[i], ordo_status_string(s));
+      cr_assert_fail("stale handle #%d (0x%llx): get_error gave %s", i, (unsigned long long)all[i],
+                     ordo_status_string(s));
     if (i % 97 == 0) {
       s = ordo_wait_for_var(e, all[i]);
       if (s != ORDO_ERR_INVALID_HANDLE)

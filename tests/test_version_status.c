@@ -9,7 +9,9 @@
 TestSuite(version_status, .timeout = 30.0);
 
 /* Makes one call that must fail with INVALID_ARGUMENT and leave a message on this thread. */
-static ordo_status fail_invalid_argument(void) { return ordo_engine_create(NULL, NULL); }
+static ordo_status fail_invalid_argument(void) {
+  return ordo_engine_create(NULL, NULL);
+}
 
 /* Makes one call that must fail with INVALID_HANDLE (a pointer ordo never handed out). */
 static ordo_status fail_invalid_handle(void) {
@@ -135,7 +137,8 @@ Test(version_status, last_error_copy_lengths_and_truncation) {
   char buf[512];
   memset(buf, 'Z', sizeof buf);
   cr_assert_eq(ordo_last_error_copy(buf, 0), len);
-  for (size_t i = 0; i < sizeof buf; i++) cr_assert_eq(buf[i], 'Z', "byte %zu written with cap 0", i);
+  for (size_t i = 0; i < sizeof buf; i++)
+    cr_assert_eq(buf[i], 'Z', "byte %zu written with cap 0", i);
 
   /* cap 1: only the NUL. */
   cr_assert_eq(ordo_last_error_copy(buf, 1), len);
@@ -147,7 +150,8 @@ Test(version_status, last_error_copy_lengths_and_truncation) {
   cr_assert_eq(ordo_last_error_copy(buf, 4), len);
   cr_assert_eq(memcmp(buf, msg, 3), 0);
   cr_assert_eq(buf[3], '\0');
-  for (size_t i = 4; i < sizeof buf; i++) cr_assert_eq(buf[i], 'Z', "byte %zu written past cap 4", i);
+  for (size_t i = 4; i < sizeof buf; i++)
+    cr_assert_eq(buf[i], 'Z', "byte %zu written past cap 4", i);
 
   /* cap == len: truncated by one character. */
   memset(buf, 'Z', sizeof buf);

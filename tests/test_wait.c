@@ -5,12 +5,12 @@
  *
  * Callbacks never assert: they record into atomics and the test thread asserts afterwards.
  */
-#include "test_util.h"
-
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "test_util.h"
 
 TestSuite(wait, .timeout = 30.0);
 
@@ -25,7 +25,9 @@ static ordo_engine* make_engine(int32_t kind) {
   return e;
 }
 
-static void destroy_engine(ordo_engine* e) { ST(ordo_engine_destroy(e), ORDO_OK); }
+static void destroy_engine(ordo_engine* e) {
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}
 
 static ordo_var new_var(ordo_engine* e) {
   ordo_var v = 0;
@@ -92,7 +94,8 @@ Test(wait, wait_for_var_waits_for_earlier_readers_and_writers) {
 
     /* Only readers pending (wait after readers, no writer behind them). */
     memset(&c, 0, sizeof c);
-    for (int i = 0; i < 3; ++i) ST(ordo_opr_push(e, slow_reader, &c, &v, 1, NULL, 0, NULL), ORDO_OK);
+    for (int i = 0; i < 3; ++i)
+      ST(ordo_opr_push(e, slow_reader, &c, &v, 1, NULL, 0, NULL), ORDO_OK);
     ST(ordo_wait_for_var(e, v), ORDO_OK);
     cr_assert_eq(atomic_load(&c.readers_done), 3,
                  "%s: wait_for_var returned with %d of 3 readers done", tu_kind_name(g_kind),
@@ -358,8 +361,8 @@ static int32_t inside_fn(ordo_exec* exec, void* ud) {
   timed_store(c, &c->st_destroy, ordo_engine_destroy(c->e), t0);
   if (c->foreign) atomic_store(&c->st_foreign, ordo_wait_for_var(c->foreign, c->foreign_var));
   /* The refused destroy did nothing: pushing still works. */
-  atomic_store(&c->st_push_after, ordo_opr_push(c->e, tu_count_fn, &c->done, NULL, 0, NULL, 0,
-                                                NULL));
+  atomic_store(&c->st_push_after,
+               ordo_opr_push(c->e, tu_count_fn, &c->done, NULL, 0, NULL, 0, NULL));
   return 0;
 }
 
@@ -426,7 +429,8 @@ Test(wait, waits_and_destroy_inside_an_op_would_deadlock) {
     /* The engine still works. */
     atomic_int ran;
     atomic_init(&ran, 0);
-    for (int i = 0; i < 10; ++i) ST(ordo_opr_push(e, tu_count_fn, &ran, NULL, 0, &c.own, 1, NULL), ORDO_OK);
+    for (int i = 0; i < 10; ++i)
+      ST(ordo_opr_push(e, tu_count_fn, &ran, NULL, 0, &c.own, 1, NULL), ORDO_OK);
     ST(ordo_wait_for_var(e, c.own), ORDO_OK);
     ST(ordo_wait_for_all(e), ORDO_OK);
     cr_assert_eq(atomic_load(&ran), 10, "%s", kn);

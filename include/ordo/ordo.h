@@ -157,16 +157,16 @@ typedef struct ordo_engine_config {
   int32_t cpu_threads;  /**< CPU workers; env ORDO_CPU_THREADS; default: hardware threads, >= 2 */
   int32_t cpu_priority_threads; /**< per_device: workers for ORDO_PROP_CPU_PRIORITIZED ops; env
                                    ORDO_CPU_PRIORITY_THREADS; default 1 */
-  int32_t copy_threads; /**< per_device: workers for each copy direction; env
-                           ORDO_COPY_THREADS; default 1 */
-  int32_t max_pending;  /**< submission throttle: when more ops than this are pending, a push
-                           from a thread that is not running an op of this engine waits until
-                           half of them are done, for at most about 1 ms per push (so it never
-                           deadlocks), keeping memory and caches bounded (StarPU's
-                           STARPU_LIMIT_MAX_SUBMITTED_TASKS does the same); env
-                           ORDO_MAX_PENDING; default 16384; -1 = no throttle */
-  uint32_t flags;       /**< reserved, must be 0 */
-  const void* next;     /**< reserved for extension chains, must be NULL */
+  int32_t copy_threads;         /**< per_device: workers for each copy direction; env
+                                   ORDO_COPY_THREADS; default 1 */
+  int32_t max_pending; /**< submission throttle: when more ops than this are pending, a push
+                          from a thread that is not running an op of this engine waits until
+                          half of them are done, for at most about 1 ms per push (so it never
+                          deadlocks), keeping memory and caches bounded (StarPU's
+                          STARPU_LIMIT_MAX_SUBMITTED_TASKS does the same); env
+                          ORDO_MAX_PENDING; default 16384; -1 = no throttle */
+  uint32_t flags;      /**< reserved, must be 0 */
+  const void* next;    /**< reserved for extension chains, must be NULL */
 } ordo_engine_config;
 
 /**
@@ -251,9 +251,9 @@ ORDO_API ordo_status ordo_var_get_error(ordo_engine* e, ordo_var v, int32_t* cod
 /* ------------------------------------------------------------------------------------------- */
 
 /** Op properties (ordo_push_opts.prop): which workers run the op. */
-#define ORDO_PROP_NORMAL 0          /**< CPU workers (or the device's compute workers) */
-#define ORDO_PROP_CPU_PRIORITIZED 1 /**< per_device: a dedicated CPU priority worker */
-#define ORDO_PROP_COPY_TO_DEVICE 2  /**< per_device: upload workers (own stream per GPU) */
+#define ORDO_PROP_NORMAL 0           /**< CPU workers (or the device's compute workers) */
+#define ORDO_PROP_CPU_PRIORITIZED 1  /**< per_device: a dedicated CPU priority worker */
+#define ORDO_PROP_COPY_TO_DEVICE 2   /**< per_device: upload workers (own stream per GPU) */
 #define ORDO_PROP_COPY_FROM_DEVICE 3 /**< per_device: download workers (own stream per GPU) */
 /** Runs inline on whichever thread makes it ready (the pusher or the thread completing its last
  *  dependency): for ops that only start asynchronous work and defer. Keep them short. */
@@ -268,18 +268,18 @@ ORDO_API ordo_status ordo_var_get_error(ordo_engine* e, ordo_var v, int32_t* cod
 
 /** Push options. Growable: fill with ordo_push_opts_init() before setting fields. */
 typedef struct ordo_push_opts {
-  uint32_t struct_size;  /**< sizeof(ordo_push_opts) as the caller compiled it */
-  int32_t priority;      /**< higher runs first among ready ops waiting for the same workers;
-                              default 0 */
-  int32_t prop;          /**< ORDO_PROP_*; default ORDO_PROP_NORMAL */
-  int32_t device_type;   /**< ORDO_DEVICE_CPU (default) or ORDO_DEVICE_GPU */
-  int32_t device_id;     /**< GPU ordinal for ORDO_DEVICE_GPU; must be 0 for the CPU */
-  ordo_free_fn free_fn;  /**< when not NULL, called with user_data exactly once after the op
-                              finished (ran, failed or was skipped), before waiters on its vars
-                              wake; only when the push returned ORDO_OK */
-  const char* name;      /**< shown in errors and traces; copied (up to ORDO_NAME_MAX bytes),
-                              may be NULL */
-  const void* next;      /**< reserved, must be NULL */
+  uint32_t struct_size; /**< sizeof(ordo_push_opts) as the caller compiled it */
+  int32_t priority;     /**< higher runs first among ready ops waiting for the same workers;
+                             default 0 */
+  int32_t prop;         /**< ORDO_PROP_*; default ORDO_PROP_NORMAL */
+  int32_t device_type;  /**< ORDO_DEVICE_CPU (default) or ORDO_DEVICE_GPU */
+  int32_t device_id;    /**< GPU ordinal for ORDO_DEVICE_GPU; must be 0 for the CPU */
+  ordo_free_fn free_fn; /**< when not NULL, called with user_data exactly once after the op
+                             finished (ran, failed or was skipped), before waiters on its vars
+                             wake; only when the push returned ORDO_OK */
+  const char* name;     /**< shown in errors and traces; copied (up to ORDO_NAME_MAX bytes),
+                             may be NULL */
+  const void* next;     /**< reserved, must be NULL */
 } ordo_push_opts;
 
 /** Fills opts with defaults, writing at most `size` bytes (the caller's sizeof). Does nothing
@@ -300,6 +300,9 @@ static inline void ordo_push_opts_init(ordo_push_opts* opts) {
  * called: the op is skipped, counted as failed, and passes the error on to the vars it mutates.
  * Ownership: user_data stays the caller's; free_fn (if given) releases it after the op finished.
  * On failure nothing was pushed and free_fn is not called.
+ * Flow control: from a thread that is not running an op of this engine, a push made while more
+ * than ordo_engine_config.max_pending ops are pending waits (at most about 1 ms) for the workers
+ * to catch up, after the op has been pushed.
  * Errors: INVALID_ARGUMENT (e or fn NULL, NULL array with non-zero count, bad opts field),
  * INVALID_HANDLE (any var 0, stale, deleted or foreign), UNSUPPORTED (opts tail or next),
  * NO_DEVICE (GPU asked for and none present), SHUTDOWN, NO_MEMORY.
@@ -351,15 +354,15 @@ ORDO_API ordo_status ordo_complete(ordo_completion c, int32_t code, const char* 
 
 /** What a running op can learn about itself. Growable: set struct_size before the call. */
 typedef struct ordo_exec_info {
-  uint32_t struct_size;  /**< sizeof(ordo_exec_info) as the caller compiled it */
-  int32_t device_type;   /**< ORDO_DEVICE_* the op runs on */
-  int32_t device_id;     /**< GPU ordinal, 0 on the CPU */
-  int32_t worker_index;  /**< index of the worker within its group; -1 when run inline */
-  int32_t priority;      /**< the op's priority */
-  int32_t prop;          /**< the op's ORDO_PROP_* */
-  void* stream;          /**< the op's CUDA stream (castable to cudaStream_t); NULL on the CPU */
-  ordo_engine* engine;   /**< the engine running the op (no reference is added) */
-  const char* name;      /**< the op's name, "" if none; valid during the callback */
+  uint32_t struct_size; /**< sizeof(ordo_exec_info) as the caller compiled it */
+  int32_t device_type;  /**< ORDO_DEVICE_* the op runs on */
+  int32_t device_id;    /**< GPU ordinal, 0 on the CPU */
+  int32_t worker_index; /**< index of the worker within its group; -1 when run inline */
+  int32_t priority;     /**< the op's priority */
+  int32_t prop;         /**< the op's ORDO_PROP_* */
+  void* stream;         /**< the op's CUDA stream (castable to cudaStream_t); NULL on the CPU */
+  ordo_engine* engine;  /**< the engine running the op (no reference is added) */
+  const char* name;     /**< the op's name, "" if none; valid during the callback */
 } ordo_exec_info;
 
 /**
@@ -375,6 +378,8 @@ ORDO_API ordo_status ordo_exec_get_info(const ordo_exec* exec, ordo_exec_info* i
 
 /**
  * Blocks until every op pushed before this call that reads or mutates v has completed.
+ * The wait is ordered on v like a write: readers of v pushed after the call start only once the
+ * ops before it have finished (never later than that).
  * Returns ORDO_ERR_OP_FAILED if v is then in an error state (the message names the failing op,
  * its code and message; ordo_var_get_error gives the code). Called from inside an op of the
  * same engine it returns ORDO_ERR_WOULD_DEADLOCK at once instead of waiting (the op itself, or
@@ -383,8 +388,9 @@ ORDO_API ordo_status ordo_exec_get_info(const ordo_exec* exec, ordo_exec_info* i
  * a concurrent release while waiting is a caller error).
  */
 ORDO_API ordo_status ordo_wait_for_var(ordo_engine* e, ordo_var v);
-/** As ordo_wait_for_var, giving up after timeout_ns nanoseconds with ORDO_ERR_TIMEOUT (no side
- *  effects: the wait leaves nothing behind that changes ordering or results). */
+/** As ordo_wait_for_var, giving up after timeout_ns nanoseconds with ORDO_ERR_TIMEOUT. Results
+ *  are unaffected; the abandoned wait's marker stays ordered on v (as described above) until the
+ *  ops before it finish. A timeout above 2^60 ns (about 36 years) means no timeout. */
 ORDO_API ordo_status ordo_wait_for_var_timeout(ordo_engine* e, ordo_var v, uint64_t timeout_ns);
 
 /**
@@ -393,10 +399,11 @@ ORDO_API ordo_status ordo_wait_for_var_timeout(ordo_engine* e, ordo_var v, uint6
  * Returns ORDO_ERR_OP_FAILED if any op failed (or was skipped) since the previous
  * ordo_wait_for_all, with the first failure's detail in the message; that record is then
  * cleared. Called from inside an op of the same engine: ORDO_ERR_WOULD_DEADLOCK at once.
+ * After ordo_engine_destroy (through another reference): ORDO_ERR_SHUTDOWN.
  */
 ORDO_API ordo_status ordo_wait_for_all(ordo_engine* e);
 /** As ordo_wait_for_all, giving up after timeout_ns with ORDO_ERR_TIMEOUT (the failure record
- *  is then kept for the next wait). */
+ *  is then kept for the next wait). A timeout above 2^60 ns means no timeout. */
 ORDO_API ordo_status ordo_wait_for_all_timeout(ordo_engine* e, uint64_t timeout_ns);
 
 #ifdef __cplusplus

@@ -90,7 +90,9 @@ extern "C" {
 
 // ---- version, status, errors -----------------------------------------------------------------
 
-ORDO_API uint32_t ordo_version(void) { return ORDO_VERSION_NUMBER; }
+ORDO_API uint32_t ordo_version(void) {
+  return ORDO_VERSION_NUMBER;
+}
 
 ORDO_API const char* ordo_version_string(void) {
 #define ORDO_STR2(x) #x
@@ -101,25 +103,42 @@ ORDO_API const char* ordo_version_string(void) {
 
 ORDO_API const char* ordo_status_string(ordo_status s) {
   switch (s) {
-    case ORDO_OK: return "ORDO_OK";
-    case ORDO_ERR_INVALID_ARGUMENT: return "ORDO_ERR_INVALID_ARGUMENT";
-    case ORDO_ERR_INVALID_HANDLE: return "ORDO_ERR_INVALID_HANDLE";
-    case ORDO_ERR_OP_FAILED: return "ORDO_ERR_OP_FAILED";
-    case ORDO_ERR_TIMEOUT: return "ORDO_ERR_TIMEOUT";
-    case ORDO_ERR_NO_DEVICE: return "ORDO_ERR_NO_DEVICE";
-    case ORDO_ERR_SHUTDOWN: return "ORDO_ERR_SHUTDOWN";
-    case ORDO_ERR_NO_MEMORY: return "ORDO_ERR_NO_MEMORY";
-    case ORDO_ERR_INVALID_STATE: return "ORDO_ERR_INVALID_STATE";
-    case ORDO_ERR_WOULD_DEADLOCK: return "ORDO_ERR_WOULD_DEADLOCK";
-    case ORDO_ERR_UNSUPPORTED: return "ORDO_ERR_UNSUPPORTED";
-    case ORDO_ERR_INTERNAL: return "ORDO_ERR_INTERNAL";
-    default: return "ORDO_ERR_UNKNOWN";
+    case ORDO_OK:
+      return "ORDO_OK";
+    case ORDO_ERR_INVALID_ARGUMENT:
+      return "ORDO_ERR_INVALID_ARGUMENT";
+    case ORDO_ERR_INVALID_HANDLE:
+      return "ORDO_ERR_INVALID_HANDLE";
+    case ORDO_ERR_OP_FAILED:
+      return "ORDO_ERR_OP_FAILED";
+    case ORDO_ERR_TIMEOUT:
+      return "ORDO_ERR_TIMEOUT";
+    case ORDO_ERR_NO_DEVICE:
+      return "ORDO_ERR_NO_DEVICE";
+    case ORDO_ERR_SHUTDOWN:
+      return "ORDO_ERR_SHUTDOWN";
+    case ORDO_ERR_NO_MEMORY:
+      return "ORDO_ERR_NO_MEMORY";
+    case ORDO_ERR_INVALID_STATE:
+      return "ORDO_ERR_INVALID_STATE";
+    case ORDO_ERR_WOULD_DEADLOCK:
+      return "ORDO_ERR_WOULD_DEADLOCK";
+    case ORDO_ERR_UNSUPPORTED:
+      return "ORDO_ERR_UNSUPPORTED";
+    case ORDO_ERR_INTERNAL:
+      return "ORDO_ERR_INTERNAL";
+    default:
+      return "ORDO_ERR_UNKNOWN";
   }
 }
 
-ORDO_API const char* ordo_last_error_message(void) { return last_error(); }
+ORDO_API const char* ordo_last_error_message(void) {
+  return last_error();
+}
 
-ORDO_API size_t ordo_last_error_copy(char* buf, size_t cap) { return copy_last_error(buf, cap); }
+ORDO_API size_t ordo_last_error_copy(char* buf, size_t cap) {
+  return copy_last_error(buf, cap);
+}
 
 // ---- engine ------------------------------------------------------------------------------------
 
@@ -303,8 +322,7 @@ ORDO_API ordo_status ordo_complete(ordo_completion c, int32_t code, const char* 
     Engine* engine = slot ? try_retain(slot) : nullptr;
     if (!engine) {
       return fail(ORDO_ERR_INVALID_HANDLE,
-                  "completion handle 0x%016" PRIx64 " is stale or made up (its engine is gone)",
-                  c);
+                  "completion handle 0x%016" PRIx64 " is stale or made up (its engine is gone)", c);
     }
     // The reference keeps the engine alive while this thread finishes the op, even if the
     // owner destroys it the moment the op completes.

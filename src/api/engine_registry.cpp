@@ -22,7 +22,9 @@ EngineSlot* slot_of(ordo_engine* e) {
   return reinterpret_cast<EngineSlot*>(e);
 }
 
-uint32_t tag_of(const EngineSlot* s) { return static_cast<uint32_t>(s - g_slots) + 1; }
+uint32_t tag_of(const EngineSlot* s) {
+  return static_cast<uint32_t>(s - g_slots) + 1;
+}
 
 // Reserves a free slot (refs 0 -> 1), or nullptr when all are in use.
 EngineSlot* reserve_slot() {

@@ -108,8 +108,12 @@ ErrorRecord* call_user(OpBlock* op) {
 
 }  // namespace
 
-OpBlock* running_op() { return tls_running_op; }
-Worker* running_worker() { return tls_worker; }
+OpBlock* running_op() {
+  return tls_running_op;
+}
+Worker* running_worker() {
+  return tls_worker;
+}
 
 Engine::Engine(uint32_t tag, const EngineConfig& cfg) : tag_(tag), cfg_(cfg) {}
 
@@ -161,7 +165,9 @@ Worker* Engine::current_worker() const {
   return (tls_worker && tls_worker->group->engine() == this) ? tls_worker : nullptr;
 }
 
-void Engine::enter_worker(Worker* w) { tls_worker = w; }
+void Engine::enter_worker(Worker* w) {
+  tls_worker = w;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Variables
@@ -204,8 +210,7 @@ ordo_status Engine::var_get_error(ordo_var h, int32_t* code, char* buf, size_t c
 // ---------------------------------------------------------------------------------------------
 // Pushing
 
-ordo_status Engine::route(int32_t prop, int32_t device_type, int32_t device_id,
-                          WorkerGroup** out) {
+ordo_status Engine::route(int32_t prop, int32_t device_type, int32_t device_id, WorkerGroup** out) {
   if (prop < ORDO_PROP_NORMAL || prop > ORDO_PROP_ASYNC) {
     return fail(ORDO_ERR_INVALID_ARGUMENT, "ordo_push_opts.prop=%d is not an ORDO_PROP_*",
                 static_cast<int>(prop));
@@ -279,13 +284,12 @@ void Engine::throttle() {
       return;
     }
     throttle_wake_.wait_for(
-        key, static_cast<uint64_t>(
-                 std::chrono::duration_cast<std::chrono::nanoseconds>(left).count()));
+        key,
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(left).count()));
   }
 }
 
-ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs,
-                                  size_t n) {
+ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n) {
   int64_t pending_before;
   if (!begin_op(&pending_before)) {
     return fail(ORDO_ERR_SHUTDOWN, "the engine is shutting down: nothing was pushed");
@@ -355,8 +359,7 @@ ordo_status Engine::enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* r
     if (!refs[i].slot->live || refs[i].slot->gen != refs[i].gen) {
       unlock_all(refs, n);
       return fail(ORDO_ERR_INVALID_HANDLE,
-                  "var handle 0x%016" PRIx64 " is stale: the variable was deleted",
-                  refs[i].handle);
+                  "var handle 0x%016" PRIx64 " is stale: the variable was deleted", refs[i].handle);
     }
   }
   uint32_t granted = 0;

@@ -125,7 +125,7 @@ class Engine {
   std::mutex shutdown_mutex_;
   bool shut_down_ = false;
 
-  std::mutex failure_mutex_;           // failure path only
+  std::mutex failure_mutex_;              // failure path only
   ErrorRecord* first_failure_ = nullptr;  // since the last ordo_wait_for_all
 };
 

@@ -1,8 +1,8 @@
 #include "core/engine_config.h"
 
 #include <cerrno>
-#include <cstdlib>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -20,9 +20,12 @@ int32_t default_cpu_threads() {
 }
 
 ordo_status parse_kind(const char* s, int32_t* out) {
-  if (!std::strcmp(s, "naive")) *out = ORDO_ENGINE_NAIVE;
-  else if (!std::strcmp(s, "pooled")) *out = ORDO_ENGINE_POOLED;
-  else if (!std::strcmp(s, "per_device")) *out = ORDO_ENGINE_PER_DEVICE;
+  if (!std::strcmp(s, "naive"))
+    *out = ORDO_ENGINE_NAIVE;
+  else if (!std::strcmp(s, "pooled"))
+    *out = ORDO_ENGINE_POOLED;
+  else if (!std::strcmp(s, "per_device"))
+    *out = ORDO_ENGINE_PER_DEVICE;
   else {
     return fail(ORDO_ERR_INVALID_ARGUMENT,
                 "ORDO_ENGINE='%s' is not one of naive, pooled, per_device", s);

@@ -26,6 +26,8 @@ struct HandleBits {
 };
 
 // The next generation after `gen`, or 0 when the 24-bit space is spent (the slot retires).
-inline uint32_t next_generation(uint32_t gen) { return (gen + 1) & 0xFFFFFF; }
+inline uint32_t next_generation(uint32_t gen) {
+  return (gen + 1) & 0xFFFFFF;
+}
 
 }  // namespace ordo

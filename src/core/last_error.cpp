@@ -18,7 +18,9 @@ ordo_status fail(ordo_status status, const char* fmt, ...) {
   return status;
 }
 
-const char* last_error() { return tls_message; }
+const char* last_error() {
+  return tls_message;
+}
 
 size_t copy_last_error(char* buf, size_t cap) {
   size_t len = std::strlen(tls_message);

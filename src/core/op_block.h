@@ -45,9 +45,9 @@ struct alignas(64) OpBlock {
   ordo_fn fn;
   void* user_data;
   ordo_free_fn free_fn;
-  WorkerGroup* group;  // nullptr: runs inline on the thread that makes it ready
-  void* internal;      // Waiter* (kWaitSignal) or PreparedOp* (kPrepared)
-  OpBlock* next;       // pool free list, ready chain, or a ready queue's overflow list
+  WorkerGroup* group;         // nullptr: runs inline on the thread that makes it ready
+  void* internal;             // Waiter* (kWaitSignal) or PreparedOp* (kPrepared)
+  OpBlock* next;              // pool free list, ready chain, or a ready queue's overflow list
   std::atomic<int32_t> wait;  // var grants still missing
   int32_t priority;
   uint16_t num_links;

@@ -14,7 +14,9 @@ bool PreparedOp::try_acquire(uint32_t g) {
   }
 }
 
-bool PreparedOp::release() { return (state.fetch_sub(1, std::memory_order_acq_rel) & kRefMask) == 1; }
+bool PreparedOp::release() {
+  return (state.fetch_sub(1, std::memory_order_acq_rel) & kRefMask) == 1;
+}
 
 bool PreparedOp::retire(uint32_t g, bool* last) {
   uint64_t s = state.load(std::memory_order_acquire);

@@ -8,9 +8,8 @@
 
 namespace ordo {
 
-ordo_status VarRefs::collect(const VarTable& table, uint32_t engine_tag,
-                             const ordo_var* const_vars, size_t num_const,
-                             const ordo_var* mutable_vars, size_t num_mutable) {
+ordo_status VarRefs::collect(const VarTable& table, uint32_t engine_tag, const ordo_var* const_vars,
+                             size_t num_const, const ordo_var* mutable_vars, size_t num_mutable) {
   size_ = 0;
   heap_.clear();
   if (num_const + num_mutable > kInline) heap_.resize(num_const + num_mutable);
@@ -36,7 +35,8 @@ ordo_status VarRefs::add(const VarTable& table, uint32_t engine_tag, ordo_var h,
   HandleBits b = HandleBits::decode(h);
   if (b.tag != engine_tag) {
     return fail(ORDO_ERR_INVALID_HANDLE,
-                "var handle 0x%016" PRIx64 " was not issued by this engine (foreign or made up)", h);
+                "var handle 0x%016" PRIx64 " was not issued by this engine (foreign or made up)",
+                h);
   }
   VarSlot* slot = b.gen ? table.find(b.index) : nullptr;
   if (!slot) {

@@ -27,9 +27,9 @@ constexpr uint32_t kGenMask = (1u << kGenBits) - 1;
 
 struct alignas(64) VarSlot {
   SpinLock lock;
-  bool live = false;           // false: free, or deleted (delete op may still be queued)
+  bool live = false;  // false: free, or deleted (delete op may still be queued)
   bool writer_active = false;
-  uint32_t gen = 1;            // 24-bit generation; 0 means retired (never reused)
+  uint32_t gen = 1;  // 24-bit generation; 0 means retired (never reused)
   uint32_t active_readers = 0;
   uint32_t index = 0;
   VarLink* head = nullptr;

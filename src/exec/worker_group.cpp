@@ -13,7 +13,9 @@ namespace ordo {
 WorkerGroup::WorkerGroup(Engine* engine, const char* role, int32_t threads)
     : engine_(engine), role_(role), threads_(threads) {}
 
-WorkerGroup::~WorkerGroup() { stop_and_join(); }
+WorkerGroup::~WorkerGroup() {
+  stop_and_join();
+}
 
 ordo_status WorkerGroup::start() {
   std::lock_guard<std::mutex> g(start_mutex_);

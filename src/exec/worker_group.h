@@ -23,9 +23,9 @@ class WorkerGroup;
 struct alignas(64) Worker {
   WorkerGroup* group = nullptr;
   int32_t index = 0;
-  OpBlock* next = nullptr;     // a ready op this worker runs next (no queue round trip)
-  uint32_t unflushed = 0;      // completions not yet subtracted from the engine's pending count
-  OpCache cache;               // private free OpBlocks
+  OpBlock* next = nullptr;  // a ready op this worker runs next (no queue round trip)
+  uint32_t unflushed = 0;   // completions not yet subtracted from the engine's pending count
+  OpCache cache;            // private free OpBlocks
 };
 
 class WorkerGroup {
