@@ -66,11 +66,11 @@ struct Waiter {
 };
 
 ErrorRecord* first_error_of(OpBlock* op) {
-  // Safe without the var locks: the op holds a grant on each var, and errors change only under
-  // the lock by the holder of a write grant, which excludes ours.
+  // Safe without a lock: the op holds a grant on each var, and errors change only when the
+  // holder of a write grant completes, which excludes ours.
   VarLink* links = op->links();
   for (uint32_t i = 0; i < op->num_links; ++i) {
-    if (ErrorRecord* e = links[i].var->error) return e;
+    if (ErrorRecord* e = links[i].var->current_error()) return e;
   }
   return nullptr;
 }
@@ -192,13 +192,15 @@ ordo_status Engine::var_get_error(ordo_var h, int32_t* code, char* buf, size_t c
   VarRefs refs;
   if (ordo_status s = refs.collect(vars_, tag_, &h, 1, nullptr, 0)) return s;
   VarSlot* v = refs[0].slot;
-  SpinGuard g(v->lock);
+  SpinGuard g(v->push_lock);
   if (!v->live || v->gen != refs[0].gen) {
     return fail(ORDO_ERR_INVALID_HANDLE, "var handle 0x%016" PRIx64 " is stale (deleted)", h);
   }
-  *code = v->error ? v->error->code : 0;
+  SpinGuard e(v->error_lock);
+  ErrorRecord* err = v->current_error();
+  *code = err ? err->code : 0;
   if (buf && cap) {
-    const char* text = v->error ? v->error->text : "";
+    const char* text = err ? err->text : "";
     size_t n = std::strlen(text);
     if (n >= cap) n = cap - 1;
     std::memcpy(buf, text, n);
@@ -350,9 +352,9 @@ bool Engine::attach_links(OpBlock* op, size_t n) {
   return true;
 }
 
-// Two-phase locking over the sorted var list: every var is locked (in index order, so
-// concurrent pushes cannot deadlock) before any is appended to, which makes pushes
-// linearizable: all vars see all ops in one global order.
+// Two-phase locking over the sorted var list: every var's push lock is taken (in index order,
+// so concurrent pushes cannot deadlock) before the op arrives at any of them, which makes pushes
+// linearizable: all vars see all ops in one global order. Workers never take push locks.
 ordo_status Engine::enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* ready) {
   lock_all(refs, n);
   for (size_t i = 0; i < n; ++i) {
@@ -362,25 +364,36 @@ ordo_status Engine::enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* r
                   "var handle 0x%016" PRIx64 " is stale: the variable was deleted", refs[i].handle);
     }
   }
+  // The counter starts at n. Workers decrement it for accesses that wait; the pusher subtracts
+  // the g it was granted at arrival. With g >= 1 the workers cannot reach zero before the pusher
+  // has subtracted; with g == 0 the pusher never touches it again (nor the op, which a worker may
+  // run and recycle at once), so a push whose accesses all wait costs no atomic on the op.
+  const bool deleting = op->kind == OpKind::kDeleteVar;
+  op->wait.store(static_cast<int32_t>(n), std::memory_order_relaxed);
   uint32_t granted = 0;
   VarLink* links = op->links();
   for (size_t i = 0; i < n; ++i) {
     VarLink& l = links[i];
-    l.next = nullptr;
     l.op = op;
     l.var = refs[i].slot;
     l.write = refs[i].write;
-    if (l.var->append(&l)) ++granted;
+    if (l.var->arrive(&l)) ++granted;
   }
-  if (op->kind == OpKind::kDeleteVar) {
+  if (deleting) {
     // Invalidate the handle now, under the lock, so no later push can slip in behind the delete.
     VarSlot* v = refs[0].slot;
     v->live = false;
     v->gen = next_generation(v->gen);
   }
-  op->wait.store(static_cast<int32_t>(n - granted), std::memory_order_relaxed);
   unlock_all(refs, n);
-  *ready = granted == n;
+  if (granted == n) {
+    *ready = true;  // no access of it waits anywhere, so nobody else touches its counter
+  } else if (granted == 0) {
+    *ready = false;
+  } else {
+    *ready = op->wait.fetch_sub(static_cast<int32_t>(granted), std::memory_order_acq_rel) ==
+             static_cast<int32_t>(granted);
+  }
   return ORDO_OK;
 }
 
@@ -397,7 +410,7 @@ ordo_status Engine::prepared_new(const OpSpec& spec, const ordo_var* const_vars,
   }
   for (size_t i = 0; i < refs.size(); ++i) {
     VarSlot* v = refs[i].slot;
-    SpinGuard g(v->lock);
+    SpinGuard g(v->push_lock);
     if (!v->live || v->gen != refs[i].gen) {
       return fail(ORDO_ERR_INVALID_HANDLE,
                   "var handle 0x%016" PRIx64 " is stale: the variable was deleted", refs[i].handle);
@@ -468,7 +481,7 @@ void Engine::execute(OpBlock* op, Worker* self) {
       return;
     case OpKind::kClearError:
     case OpKind::kDeleteVar:
-      finalize(op, nullptr, self);  // the work happens under the var lock in finalize
+      finalize(op, nullptr, self);  // the work happens on the var in finalize
       return;
     case OpKind::kUser:
     case OpKind::kPrepared:
@@ -533,13 +546,9 @@ void Engine::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
   for (uint32_t i = 0; i < op->num_links; ++i) {
     VarLink& l = links[i];
     VarSlot* v = l.var;
-    VarLink* granted;
-    {
-      SpinGuard g(v->lock);
-      if (failure && l.write) set_error(&v->error, failure);
-      if (op->kind == OpKind::kClearError) set_error(&v->error, nullptr);
-      granted = v->release(l.write);
-    }
+    if (failure && l.write) v->set_error(failure);
+    if (op->kind == OpKind::kClearError) v->set_error(nullptr);
+    VarLink* granted = v->complete(l.write);
     settle_grants(granted, chain_ready);
     if (op->kind == OpKind::kDeleteVar) vars_.reclaim(v);
   }

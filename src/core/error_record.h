@@ -51,11 +51,4 @@ struct ErrorRecord {
   }
 };
 
-// Replaces *slot with r (taking a new reference), dropping the old one.
-inline void set_error(ErrorRecord** slot, ErrorRecord* r) {
-  ErrorRecord::retain(r);
-  ErrorRecord::release(*slot);
-  *slot = r;
-}
-
 }  // namespace ordo

@@ -17,8 +17,12 @@ struct VarSlot;
 struct ErrorRecord;
 
 // One access of one op to one var. It is the node of that var's FIFO while the access waits.
-struct VarLink {
-  VarLink* next;
+// 32-byte aligned: the var's state word keeps flags in a link address's low five bits.
+struct alignas(32) VarLink {
+  // While waiting: the next (younger) access in the var's queue, written by the pusher of that
+  // access, possibly just after the processor has started looking (it then waits for it).
+  // Once granted: the chain of grants that complete() returns.
+  std::atomic<VarLink*> next;
   OpBlock* op;
   VarSlot* var;
   bool write;

@@ -75,7 +75,7 @@ void VarRefs::sort_and_merge() {
 void lock_all(const VarRef* refs, size_t n) {
   VarSlot* last = nullptr;
   for (size_t i = 0; i < n; ++i) {
-    if (refs[i].slot != last) refs[i].slot->lock.lock();
+    if (refs[i].slot != last) refs[i].slot->push_lock.lock();
     last = refs[i].slot;
   }
 }
@@ -83,7 +83,7 @@ void lock_all(const VarRef* refs, size_t n) {
 void unlock_all(const VarRef* refs, size_t n) {
   VarSlot* last = nullptr;
   for (size_t i = n; i-- > 0;) {
-    if (refs[i].slot != last) refs[i].slot->lock.unlock();
+    if (refs[i].slot != last) refs[i].slot->push_lock.unlock();
     last = refs[i].slot;
   }
 }

@@ -49,7 +49,7 @@ class VarRefs {
   size_t size_ = 0;
 };
 
-// Locks every var of `refs` in index order (the order VarRefs keeps) and unlocks in reverse.
+// Takes every var's push lock in index order (the order VarRefs keeps); unlocks in reverse.
 void lock_all(const VarRef* refs, size_t n);
 void unlock_all(const VarRef* refs, size_t n);
 

@@ -1,19 +1,38 @@
 // VarSlot: the per-variable dependency queue (the heart of the engine).
 //
-// State, all guarded by `lock`:
-//   active_readers  accesses granted for reading and not yet completed
-//   writer_active   a write is granted and not yet completed
-//   head..tail      accesses waiting, in push order (intrusive VarLink list)
-// Rules: a read is granted at append when nothing waits and no writer is active (so readers
-// overlap, and a waiting writer is never overtaken); a write when the var is idle. On release,
-// the head of the FIFO is granted: one writer, or every consecutive reader.
+// Pushers and workers run on different cores, and every cache line both of them write crosses
+// between cores (about 100 ns here). So the slot is split by who writes what:
 //
-// A granted access must still decrement its op's wait counter (the op whose counter reaches zero
-// is ready). release() does not do that under the lock: the counter lives in another op's block,
-// usually in another core's cache, and a miss while holding the lock would stall every pusher of
-// this var. It returns the granted links instead, chained through their (now unused) `next`.
+//   line 0, written by pushers:  push_lock, live, gen  and  `word`, one atomic 64-bit state
+//   line 1, written by workers:  the private FIFO (fifo_head..fifo_tail) and the error state
+//
+// `word` packs the var's whole shared state so that one CAS changes it:
+//   bits 0-1   mode: kIdle (nothing active or waiting), kShared (only readers active, nothing
+//              waiting: a new reader joins at once), kOwned (anything else)
+//   bit  2     kWriter: a writer is active (kOwned only)
+//   bits 5-47  the inbox: the youngest waiting VarLink of the current inbox generation
+//   bits 48-63 the number of active readers
+//
+// Arrival (a push, under push_lock, so pushers of one var are serialized): one CAS. Idle, or
+// shared and a reader: granted at once. Otherwise the link joins the inbox: the first link of an
+// inbox generation is recorded in `inbox_oldest`, and each later one is linked from its
+// predecessor's `next` (forward order, as in an MCS queue) right after the CAS.
+//
+// Completion: in kShared a reader just decrements. Otherwise the thread that completes the
+// last active access becomes the var's only *processor*: it owns the private FIFO, takes the
+// whole inbox generation in one CAS (granting its oldest link in the same CAS when that is a
+// writer), appends it to the FIFO as a segment without walking it, and grants the FIFO head:
+// one writer, or the leading readers. A writer that completes with another writer at the FIFO
+// head hands its grant straight on without touching `word`: a chain of writes pays for `word`
+// once per inbox generation, not once per op, while the pusher keeps appending on its own core.
+// The processor follows `next` only as it grants; if a pusher has published a link but not yet
+// written its predecessor's `next`, the processor waits for that store (a few instructions).
+//
+// A granted access must still decrement its op's wait counter; complete() returns the granted
+// links chained through `next`, and settle_grants() does the decrements.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "core/error_record.h"
@@ -26,76 +45,198 @@ constexpr uint32_t kGenBits = 24;
 constexpr uint32_t kGenMask = (1u << kGenBits) - 1;
 
 struct alignas(64) VarSlot {
-  SpinLock lock;
-  bool live = false;  // false: free, or deleted (delete op may still be queued)
-  bool writer_active = false;
-  uint32_t gen = 1;  // 24-bit generation; 0 means retired (never reused)
-  uint32_t active_readers = 0;
+  static constexpr uint64_t kModeMask = 3;
+  static constexpr uint64_t kIdle = 0;
+  static constexpr uint64_t kShared = 1;
+  static constexpr uint64_t kOwned = 2;
+  static constexpr uint64_t kWriter = 4;
+  static constexpr uint64_t kInboxMask = 0x0000FFFFFFFFFFE0ull;
+  static constexpr int kCountShift = 48;
+  static constexpr uint64_t kOneReader = uint64_t{1} << kCountShift;
+  static constexpr uint64_t kMaxReaders = 0xFFFF;
+
+  // --- line 0: pushers ---
+  SpinLock push_lock;  // orders pushers (two-phase locking across an op's vars); never workers
+  bool live = false;   // false: free, or deleted (its delete op may still be queued)
+  uint32_t gen = 1;    // 24-bit generation; 0 means retired (never reused)
   uint32_t index = 0;
-  VarLink* head = nullptr;
-  VarLink* tail = nullptr;
-  ErrorRecord* error = nullptr;  // read by grant holders, written under lock at completion
+  std::atomic<uint64_t> word{0};
+  VarLink* inbox_oldest = nullptr;  // the first link of the current inbox generation
 
-  // Appends an access; returns true when it is granted at once (no op counter touched).
-  bool append(VarLink* l) {
-    bool grantable = head == nullptr && !writer_active && (!l->write || active_readers == 0);
-    if (grantable) {
-      take(l);
-      return true;
+  // --- line 1: the processor (the thread completing the last active access) ---
+  alignas(64) VarLink* fifo_head = nullptr;
+  VarLink* fifo_tail = nullptr;
+  std::atomic<ErrorRecord*> error{nullptr};  // set by writers at completion, under error_lock
+  SpinLock error_lock;                       // also taken by ordo_var_get_error
+
+  // Adds an access (caller holds push_lock). True when it is granted at once.
+  bool arrive(VarLink* l) {
+    l->next.store(nullptr, std::memory_order_relaxed);
+    // Acquire: a processor reads inbox_oldest before the CAS that empties the inbox; seeing that
+    // CAS orders our write of inbox_oldest after its read.
+    uint64_t w = word.load(std::memory_order_acquire);
+    for (;;) {
+      uint64_t mode = w & kModeMask;
+      uint64_t next;
+      VarLink* prev = nullptr;
+      bool granted = true;
+      if (mode == kIdle) {
+        next = l->write ? (kOwned | kWriter) : (kShared | kOneReader);
+      } else if (mode == kShared && !l->write && (w >> kCountShift) < kMaxReaders) {
+        next = w + kOneReader;
+      } else {
+        prev = inbox(w);
+        if (!prev) inbox_oldest = l;  // only this pusher writes it while the inbox is empty
+        next = (w & ~(kInboxMask | kModeMask)) | kOwned | reinterpret_cast<uintptr_t>(l);
+        granted = false;
+      }
+      if (word.compare_exchange_weak(w, next, std::memory_order_acq_rel,
+                                     std::memory_order_acquire)) {
+        if (prev) prev->next.store(l, std::memory_order_release);
+        return granted;
+      }
     }
-    l->next = nullptr;
-    if (tail) {
-      tail->next = l;
-    } else {
-      head = l;
-    }
-    tail = l;
-    return false;
   }
 
-  // Completes one access and grants what becomes runnable. Returns the granted links, chained
-  // through `next`; the caller settles them with settle_grants() after unlocking.
-  VarLink* release(bool write) {
+  // Completes one access; returns the links granted as a result (chained through `next`).
+  VarLink* complete(bool write) {
     if (write) {
-      writer_active = false;
-    } else {
-      --active_readers;
+      if (fifo_head && fifo_head->write) return pop();  // the writer's grant passes straight on
+      return process(true);
     }
-    VarLink* granted = nullptr;
-    VarLink** tail_of_granted = &granted;
-    while (head != nullptr) {
-      VarLink* l = head;
-      if (writer_active || (l->write && active_readers != 0)) break;
-      head = l->next;
-      if (head == nullptr) tail = nullptr;
-      take(l);
-      l->next = nullptr;
-      *tail_of_granted = l;
-      tail_of_granted = &l->next;
-      if (l->write) break;
+    uint64_t w = word.load(std::memory_order_relaxed);
+    for (;;) {
+      uint64_t next;
+      if ((w & kModeMask) == kShared) {
+        next = (w >> kCountShift) == 1 ? kIdle : w - kOneReader;
+      } else {
+        next = w - kOneReader;
+      }
+      if (word.compare_exchange_weak(w, next, std::memory_order_acq_rel,
+                                     std::memory_order_relaxed)) {
+        bool last = (next & kModeMask) == kOwned && (next >> kCountShift) == 0;
+        return last ? process(false) : nullptr;
+      }
     }
-    return granted;
   }
 
-  bool idle() const { return head == nullptr && !writer_active && active_readers == 0; }
+  ErrorRecord* current_error() const { return error.load(std::memory_order_acquire); }
+  // Replaces the error (taking a reference to r, which may be nullptr). Caller holds a write
+  // grant, so no op reads it meanwhile; error_lock orders it with ordo_var_get_error.
+  void set_error(ErrorRecord* r) {
+    SpinGuard g(error_lock);
+    ErrorRecord* old = error.load(std::memory_order_relaxed);
+    error.store(ErrorRecord::retain(r), std::memory_order_release);
+    ErrorRecord::release(old);
+  }
 
  private:
-  void take(VarLink* l) {
-    if (l->write) {
-      writer_active = true;
+  static VarLink* inbox(uint64_t w) { return reinterpret_cast<VarLink*>(w & kInboxMask); }
+
+  // Removes the FIFO head. The head's successor may still be in flight from its pusher.
+  VarLink* pop() {
+    VarLink* l = fifo_head;
+    if (l == fifo_tail) {
+      fifo_head = fifo_tail = nullptr;
     } else {
-      ++active_readers;
+      VarLink* n;
+      for (int spins = 0; (n = l->next.load(std::memory_order_acquire)) == nullptr; ++spins) {
+        if (spins < 64) {
+          cpu_relax();
+        } else {
+          sched_yield();  // the pusher was preempted between its CAS and this store
+        }
+      }
+      fifo_head = n;
+    }
+    l->next.store(nullptr, std::memory_order_relaxed);
+    return l;
+  }
+
+  // Appends a taken inbox generation [oldest .. youngest] to the FIFO, without walking it. The
+  // FIFO's old tail was the youngest of an earlier generation: no pusher writes its `next`.
+  void append_segment(VarLink* oldest, VarLink* youngest) {
+    if (fifo_tail) {
+      fifo_tail->next.store(oldest, std::memory_order_relaxed);
+    } else {
+      fifo_head = oldest;
+    }
+    fifo_tail = youngest;
+  }
+
+  // The processor's loop: nothing is active; grant what comes next, or go idle. `holding_w`:
+  // the caller is the completing writer, whose kWriter bit is still set.
+  VarLink* process(bool holding_w) {
+    for (;;) {
+      if (fifo_head) {
+        if (fifo_head->write) {
+          if (!holding_w) word.fetch_or(kWriter, std::memory_order_acq_rel);
+          return pop();
+        }
+        return grant_readers(holding_w);
+      }
+      uint64_t w = word.load(std::memory_order_acquire);
+      VarLink* youngest = inbox(w);
+      if (!youngest) {
+        if (word.compare_exchange_weak(w, kIdle, std::memory_order_acq_rel,
+                                       std::memory_order_relaxed)) {
+          return nullptr;
+        }
+        continue;
+      }
+      // The inbox is not empty and only this processor empties it, so inbox_oldest is this
+      // generation's first link. A writer there is granted in the same CAS that takes the inbox.
+      VarLink* oldest = inbox_oldest;
+      bool writer = oldest->write;
+      uint64_t next = writer ? ((w & ~kInboxMask) | kWriter) : (w & ~kInboxMask);
+      if (!word.compare_exchange_weak(w, next, std::memory_order_acq_rel,
+                                      std::memory_order_relaxed)) {
+        continue;
+      }
+      append_segment(oldest, youngest);
+      if (writer) return pop();
+    }
+  }
+
+  // Grants the readers at the FIFO head together, releasing the writer bit if held. If nothing
+  // else waits, the var turns kShared so that later readers join without queueing.
+  VarLink* grant_readers(bool holding_w) {
+    VarLink* granted = nullptr;
+    VarLink* granted_tail = nullptr;
+    uint64_t k = 0;
+    while (fifo_head && !fifo_head->write && k < kMaxReaders) {
+      VarLink* l = pop();
+      if (granted_tail) {
+        granted_tail->next.store(l, std::memory_order_relaxed);
+      } else {
+        granted = l;
+      }
+      granted_tail = l;
+      ++k;
+    }
+    uint64_t w = word.load(std::memory_order_relaxed);
+    for (;;) {
+      uint64_t next;
+      if (!fifo_head && !inbox(w)) {
+        next = kShared | (k << kCountShift);
+      } else {
+        next = (holding_w ? (w & ~kWriter) : w) + (k << kCountShift);
+      }
+      if (word.compare_exchange_weak(w, next, std::memory_order_acq_rel,
+                                     std::memory_order_relaxed)) {
+        return granted;
+      }
     }
   }
 };
 
 // Decrements the wait counter of each granted link's op; `on_ready(op)` gets each op whose last
-// missing grant this was. Call without holding any var lock.
+// missing grant this was.
 template <class OnReady>
 void settle_grants(VarLink* granted, OnReady&& on_ready) {
   while (granted) {
     VarLink* l = granted;
-    granted = l->next;
+    granted = l->next.load(std::memory_order_relaxed);
     OpBlock* op = l->op;
     if (op->wait.fetch_sub(1, std::memory_order_acq_rel) == 1) on_ready(op);
   }

@@ -14,7 +14,7 @@ VarTable::~VarTable() {
   for (uint32_t i = 0; i < kMaxChunks; ++i) {
     VarSlot* chunk = chunks_[i].load(std::memory_order_relaxed);
     if (!chunk) continue;
-    for (uint32_t j = 0; j < kChunkSize; ++j) ErrorRecord::release(chunk[j].error);
+    for (uint32_t j = 0; j < kChunkSize; ++j) ErrorRecord::release(chunk[j].current_error());
     delete[] chunk;
   }
 }
@@ -41,7 +41,7 @@ ordo_status VarTable::allocate(VarSlot** out) {
   }
   VarSlot* v = find(index);
   {
-    SpinGuard lock(v->lock);
+    SpinGuard lock(v->push_lock);
     v->live = true;
   }
   *out = v;
@@ -49,9 +49,9 @@ ordo_status VarTable::allocate(VarSlot** out) {
 }
 
 void VarTable::reclaim(VarSlot* v) {
+  v->set_error(nullptr);
   {
-    SpinGuard lock(v->lock);
-    set_error(&v->error, nullptr);
+    SpinGuard lock(v->push_lock);
     if (v->gen == 0) return;  // retired: its generations are spent
   }
   std::lock_guard<std::mutex> g(mutex_);
