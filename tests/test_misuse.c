@@ -4,6 +4,7 @@
 #include <ordo/ordo.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -669,5 +670,45 @@ Test(misuse, exec_info_misuse_inside_op) {
   cr_assert_eq(ordo_exec_get_info(m.saved, &info), ORDO_ERR_INVALID_STATE);
   ordo_completion c = 0;
   cr_assert_eq(ordo_exec_defer(m.saved, &c), ORDO_ERR_INVALID_STATE);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+}
+
+/* An op's distinct vars are counted in 16 bits: more must be refused, not truncated. */
+Test(misuse, too_many_vars_in_one_op, .timeout = 60.0) {
+  ordo_engine_config cfg;
+  ordo_engine_config_init(&cfg);
+  cfg.kind = ORDO_ENGINE_POOLED;
+  cfg.cpu_threads = 2;
+  ordo_engine* e = NULL;
+  cr_assert_eq(ordo_engine_create(&cfg, &e), ORDO_OK);
+  size_t n = 65536;
+  ordo_var* vars = malloc(n * sizeof *vars);
+  cr_assert_not_null(vars);
+  for (size_t i = 0; i < n; ++i) cr_assert_eq(ordo_var_new(e, &vars[i]), ORDO_OK);
+  atomic_store(&g_ran, 0);
+  cr_assert_eq(ordo_opr_push(e, op_count, NULL, vars, n, NULL, 0, NULL), ORDO_ERR_INVALID_ARGUMENT,
+               "65536 vars: %s", ordo_last_error_message());
+  cr_assert_eq(ordo_opr_push(e, op_count, NULL, vars, n - 1, NULL, 0, NULL), ORDO_OK,
+               "65535 vars: %s", ordo_last_error_message());
+  cr_assert_eq(ordo_wait_for_all(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&g_ran), 1);
+  free(vars);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+}
+
+/* Counts whose sum wraps around size_t must be refused before anything is read. */
+Test(misuse, var_counts_that_overflow, .timeout = 30.0) {
+  ordo_engine* e = NULL;
+  cr_assert_eq(ordo_engine_create(NULL, &e), ORDO_OK);
+  ordo_var v;
+  cr_assert_eq(ordo_var_new(e, &v), ORDO_OK);
+  ordo_var list[2] = {v, v};
+  cr_assert_eq(ordo_opr_push(e, op_count, NULL, list, SIZE_MAX, list, 1, NULL),
+               ORDO_ERR_INVALID_ARGUMENT, "%s", ordo_last_error_message());
+  cr_assert_eq(ordo_opr_push(e, op_count, NULL, list, 1, list, SIZE_MAX, NULL),
+               ORDO_ERR_INVALID_ARGUMENT, "%s", ordo_last_error_message());
+  ordo_opr opr;
+  cr_assert_eq(ordo_opr_new(e, op_count, NULL, list, SIZE_MAX, list, 2, NULL, &opr),
+               ORDO_ERR_INVALID_ARGUMENT, "%s", ordo_last_error_message());
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
 }

@@ -303,8 +303,9 @@ static inline void ordo_push_opts_init(ordo_push_opts* opts) {
  * Flow control: from a thread that is not running an op of this engine, a push made while more
  * than ordo_engine_config.max_pending ops are pending waits (at most about 1 ms) for the workers
  * to catch up, after the op has been pushed.
- * Errors: INVALID_ARGUMENT (e or fn NULL, NULL array with non-zero count, bad opts field),
- * INVALID_HANDLE (any var 0, stale, deleted or foreign), UNSUPPORTED (opts tail or next),
+ * Errors: INVALID_ARGUMENT (e or fn NULL, NULL array with non-zero count, bad opts field, more
+ * than 65,535 distinct vars), INVALID_HANDLE (any var 0, stale, deleted or foreign),
+ * UNSUPPORTED (opts tail or next),
  * NO_DEVICE (GPU asked for and none present), SHUTDOWN, NO_MEMORY.
  */
 ORDO_API ordo_status ordo_opr_push(ordo_engine* e, ordo_fn fn, void* user_data,

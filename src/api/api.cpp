@@ -35,9 +35,17 @@ ordo_status null_arg(const char* fn_name, const char* arg) {
   return fail(ORDO_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn_name, arg);
 }
 
+// Far above any real op (at most 65,535 distinct vars), and small enough that two counts can
+// never wrap around size_t when added.
+constexpr size_t kMaxListLength = size_t{1} << 28;
+
 ordo_status check_var_list(const char* fn_name, const ordo_var* vars, size_t n, const char* what) {
   if (n != 0 && !vars) {
     return fail(ORDO_ERR_INVALID_ARGUMENT, "%s: %s is NULL but its count is %zu", fn_name, what, n);
+  }
+  if (n > kMaxListLength) {
+    return fail(ORDO_ERR_INVALID_ARGUMENT, "%s: %s has %zu entries; at most %zu are allowed",
+                fn_name, what, n, kMaxListLength);
   }
   return ORDO_OK;
 }

@@ -292,6 +292,10 @@ void Engine::throttle() {
 }
 
 ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n) {
+  if (n > OpBlock::kMaxLinks) {
+    return fail(ORDO_ERR_INVALID_ARGUMENT, "an op uses %zu distinct vars; at most %u are allowed",
+                n, OpBlock::kMaxLinks);
+  }
   int64_t pending_before;
   if (!begin_op(&pending_before)) {
     return fail(ORDO_ERR_SHUTDOWN, "the engine is shutting down: nothing was pushed");
@@ -407,6 +411,10 @@ ordo_status Engine::prepared_new(const OpSpec& spec, const ordo_var* const_vars,
   VarRefs refs;
   if (ordo_status s = refs.collect(vars_, tag_, const_vars, num_const, mutable_vars, num_mutable)) {
     return s;
+  }
+  if (refs.size() > OpBlock::kMaxLinks) {
+    return fail(ORDO_ERR_INVALID_ARGUMENT, "an op uses %zu distinct vars; at most %u are allowed",
+                refs.size(), OpBlock::kMaxLinks);
   }
   for (size_t i = 0; i < refs.size(); ++i) {
     VarSlot* v = refs[i].slot;

@@ -43,6 +43,7 @@ enum class OpKind : uint8_t {
 // ops, priority heaps and ops with many vars).
 struct alignas(64) OpBlock {
   static constexpr uint32_t kInlineLinks = 4;
+  static constexpr uint32_t kMaxLinks = 65535;  // num_links is 16 bits
   static constexpr uint32_t kArmed = 1u << 31;  // completion_gen: a defer handle is live
 
   // --- line 0: written by every push ---

@@ -10,7 +10,9 @@
 //   bits 0-1   mode: kIdle (nothing active or waiting), kShared (only readers active, nothing
 //              waiting: a new reader joins at once), kOwned (anything else)
 //   bit  2     kWriter: a writer is active (kOwned only)
-//   bits 5-47  the inbox: the youngest waiting VarLink of the current inbox generation
+//   bits 5-47  the inbox: the youngest waiting VarLink of the current inbox generation (links
+//              are 32-byte aligned, and user-space addresses on x86-64 and arm64 Linux fit in
+//              48 bits)
 //   bits 48-63 the number of active readers
 //
 // Arrival (a push, under push_lock, so pushers of one var are serialized): one CAS. Idle, or

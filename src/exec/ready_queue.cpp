@@ -1,6 +1,7 @@
 #include "exec/ready_queue.h"
 
 #include <algorithm>
+#include <new>
 
 namespace ordo {
 
@@ -112,9 +113,17 @@ OpBlock* ReadyQueue::overflow_pop() {
 }
 
 void ReadyQueue::heap_push(OpBlock* op) {
-  std::lock_guard<std::mutex> g(side_mutex_);
+  std::unique_lock<std::mutex> g(side_mutex_);
   op->ready_seq = heap_seq_++;
-  heap_.push_back(op);
+  try {
+    heap_.push_back(op);
+  } catch (const std::bad_alloc&) {
+    // Out of memory growing the heap (this may run on a worker, where an exception would end
+    // the process): the op still runs, in FIFO order, only its priority is lost.
+    g.unlock();
+    overflow_push(op);
+    return;
+  }
   std::push_heap(heap_.begin(), heap_.end(), runs_later);
   (op->priority > 0 ? urgent_ : deferred_).fetch_add(1, std::memory_order_seq_cst);
 }
