@@ -44,13 +44,13 @@ ordo_status VarRefs::add(const VarTable& table, uint32_t engine_tag, ordo_var h,
                 "var handle 0x%016" PRIx64 " names no variable of this engine (made up)", h);
   }
   __builtin_prefetch(slot, 1);  // locked shortly: overlap the likely cross-core miss
-  data()[size_++] = VarRef{slot, b.gen, write, h};
+  data()[size_++] = VarRef{slot, b.index, b.gen, h, write};
   return ORDO_OK;
 }
 
 void VarRefs::sort_and_merge() {
   VarRef* r = data();
-  auto by_index = [](const VarRef& a, const VarRef& b) { return a.slot->index < b.slot->index; };
+  auto by_index = [](const VarRef& a, const VarRef& b) { return a.index < b.index; };
   if (size_ <= kInline) {
     for (size_t i = 1; i < size_; ++i) {  // insertion sort: lists are short
       VarRef x = r[i];

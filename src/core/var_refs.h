@@ -15,9 +15,10 @@ namespace ordo {
 
 struct VarRef {
   VarSlot* slot;
+  uint32_t index;  // from the handle: sorting by it does not touch the slot's cache line
   uint32_t gen;
-  bool write;
   uint64_t handle;  // for error messages
+  bool write;
 };
 
 class VarRefs {
