@@ -351,7 +351,7 @@ Test(engine_lifecycle, get_config_defaults) {
                (int)want);
   cr_assert_eq(c.cpu_priority_threads, 1);
   cr_assert_eq(c.copy_threads, 1);
-  cr_assert_eq(c.max_pending, 16384, "default max_pending %d", (int)c.max_pending);
+  cr_assert_eq(c.max_pending, 8192, "default max_pending %d", (int)c.max_pending);
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
 }
 

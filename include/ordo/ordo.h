@@ -164,7 +164,7 @@ typedef struct ordo_engine_config {
                           half of them are done, for at most about 1 ms per push (so it never
                           deadlocks), keeping memory and caches bounded (StarPU's
                           STARPU_LIMIT_MAX_SUBMITTED_TASKS does the same); env
-                          ORDO_MAX_PENDING; default 16384; -1 = no throttle */
+                          ORDO_MAX_PENDING; default 8192; -1 = no throttle */
   uint32_t flags;      /**< reserved, must be 0 */
   const void* next;    /**< reserved for extension chains, must be NULL */
 } ordo_engine_config;
