@@ -9,6 +9,7 @@
 #include "core/handle_bits.h"
 #include "core/hot_tls.h"
 #include "core/last_error.h"
+#include "exec/asymmetric_fence.h"
 
 namespace ordo {
 
@@ -115,7 +116,39 @@ Worker* running_worker() {
   return tls_worker;
 }
 
-Engine::Engine(uint32_t tag, const EngineConfig& cfg) : tag_(tag), cfg_(cfg) {}
+namespace {
+constexpr uint32_t kExternalLanes = 64;
+constexpr int64_t kPublishEvery = 256;
+
+uint64_t new_engine_uid() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+uint32_t worker_count(const EngineConfig& cfg) {
+  if (cfg.kind == ORDO_ENGINE_NAIVE) return 0;
+  if (cfg.kind == ORDO_ENGINE_POOLED) return static_cast<uint32_t>(cfg.cpu_threads);
+  return static_cast<uint32_t>(cfg.cpu_threads + cfg.cpu_priority_threads + 2 * cfg.copy_threads);
+}
+}  // namespace
+
+Engine::Engine(uint32_t tag, const EngineConfig& cfg)
+    : tag_(tag), uid_(new_engine_uid()), cfg_(cfg) {
+  first_external_lane_ = worker_count(cfg);
+  num_lanes_ = first_external_lane_ + kExternalLanes;
+  lanes_.reset(new PushLane[num_lanes_]);
+}
+
+PushLane* Engine::claim_external_lane(uint64_t token) {
+  for (uint32_t i = first_external_lane_; i < num_lanes_; ++i) {
+    uint64_t free = 0;
+    if (lanes_[i].owner.load(std::memory_order_relaxed) == 0 &&
+        lanes_[i].owner.compare_exchange_strong(free, token, std::memory_order_acquire)) {
+      return &lanes_[i];
+    }
+  }
+  return nullptr;
+}
 
 Engine::~Engine() {
   shutdown();
@@ -145,6 +178,9 @@ void Engine::shutdown() {
   std::lock_guard<std::mutex> g(shutdown_mutex_);
   if (shut_down_) return;
   shutting_down_.store(true, std::memory_order_seq_cst);
+  // Pairs with the light fence in push_resolved: every push either counted itself before this
+  // point (and is waited for below) or sees shutting_down_ and backs out.
+  AsymmetricFence::heavy();
   wait_idle(nullptr);
   for (auto& group : groups_) {
     if (group) group->stop_and_join();
@@ -260,13 +296,6 @@ ordo_status Engine::push_internal(OpKind kind, ordo_var v, bool write, void* int
   return push_resolved(spec, nullptr, refs.data(), refs.size());
 }
 
-bool Engine::begin_op(int64_t* pending_before) {
-  *pending_before = pending_.fetch_add(1, std::memory_order_seq_cst);
-  if (!shutting_down_.load(std::memory_order_seq_cst)) return true;
-  pending_sub(1);
-  return false;
-}
-
 // Submission throttle (see ordo_engine_config.max_pending). A pusher far ahead of the workers
 // fills memory with op blocks that have gone cold by the time they run, and on a machine with
 // more threads than cores it takes CPU from the workers; waiting here fixes both. The wait is
@@ -276,7 +305,7 @@ void Engine::throttle() {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
   for (;;) {
     uint32_t key = throttle_wake_.prepare_wait();
-    if (pending_.load(std::memory_order_seq_cst) <= low) {
+    if (pending_now() <= low) {
       throttle_wake_.cancel_wait();
       return;
     }
@@ -296,31 +325,61 @@ ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef
     return fail(ORDO_ERR_INVALID_ARGUMENT, "an op uses %zu distinct vars; at most %u are allowed",
                 n, OpBlock::kMaxLinks);
   }
-  int64_t pending_before;
-  if (!begin_op(&pending_before)) {
-    return fail(ORDO_ERR_SHUTDOWN, "the engine is shutting down: nothing was pushed");
-  }
   Worker* self = current_worker();
-  OpCache* cache = self ? &self->cache : nullptr;
-  OpBlock* op = pool_.acquire(cache);
-  if (!op || !attach_links(op, n)) {
-    if (op) pool_.release(op, cache);
-    pending_sub(1);
-    return fail(ORDO_ERR_NO_MEMORY, "out of memory for a new op: nothing was pushed");
+  PushLane* lane = self ? self->lane : claim_lane(this);
+  const bool shared = lane == nullptr;
+  if (shared) {
+    shared_lane_lock_.lock();
+    lane = &shared_lane_;
   }
+  // Count first, then look at shutting_down_ (see shutdown()).
+  lane->count_push();
+  AsymmetricFence::light();
+  OpCache* cache = self ? &self->cache : &lane->cache;
+  OpBlock* op = nullptr;
+  ordo_status status = ORDO_OK;
+  if (shutting_down_.load(std::memory_order_relaxed)) {
+    status = fail(ORDO_ERR_SHUTDOWN, "the engine is shutting down: nothing was pushed");
+  } else if (!(op = pool_.acquire(cache)) || !attach_links(op, n)) {
+    status = fail(ORDO_ERR_NO_MEMORY, "out of memory for a new op: nothing was pushed");
+  }
+  if (status != ORDO_OK) {
+    if (op) pool_.release(op, cache);
+    lane->uncount_push();
+    if (shared) shared_lane_lock_.unlock();
+    return status;
+  }
+  if (shared) shared_lane_lock_.unlock();
   fill(op, spec, group);
   bool ready = false;
   if (ordo_status s = enqueue_on_vars(op, refs, n, &ready)) {
-    pool_.release(op, cache);
-    pending_sub(1);
+    pool_.release(op, nullptr);  // through the pool's locked shards: the lane may be shared
+    add_completed(1);            // the count stays; this balances it
     return s;
   }
   // Not kept by this worker even if it could: the pusher may be an op that waits for it.
   if (ready) dispatch(op, nullptr);
-  if (pending_before >= cfg_.max_pending && cfg_.max_pending > 0 && !called_from_inside()) {
-    throttle();
-  }
+  if (!shared && ++lane->unpublished == kPublishEvery) publish_pushes(lane);
   return ORDO_OK;
+}
+
+// Adds a lane's recent pushes to the approximate count and applies the submission throttle.
+void Engine::publish_pushes(PushLane* lane) {
+  lane->unpublished = 0;
+  int64_t pushed =
+      pushed_approx_.fetch_add(kPublishEvery, std::memory_order_relaxed) + kPublishEvery;
+  int64_t approx = pushed - completed_.load(std::memory_order_relaxed);
+  if (cfg_.max_pending > 0 && approx >= cfg_.max_pending && !called_from_inside()) throttle();
+}
+
+int64_t Engine::pending_now() const {
+  // completed_ first: every op it counts was counted by its lane before, so the sum of the
+  // lanes read afterwards includes it, and the difference is never an undercount.
+  int64_t done = completed_.load(std::memory_order_seq_cst);
+  int64_t pushed = shared_lane_.pushed.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < num_lanes_; ++i)
+    pushed += lanes_[i].pushed.load(std::memory_order_acquire);
+  return pushed - done;
 }
 
 void Engine::fill(OpBlock* op, const OpSpec& spec, WorkerGroup* group) {
@@ -629,7 +688,7 @@ void Engine::record_failure(ErrorRecord* r) {
 
 void Engine::note_completed(Worker* self) {
   if (!self) {
-    pending_sub(1);
+    add_completed(1);
   } else if (++self->unflushed >= 64) {
     flush_completions(self);
   }
@@ -639,14 +698,12 @@ void Engine::flush_completions(Worker* w) {
   if (w->unflushed == 0) return;
   int64_t n = w->unflushed;
   w->unflushed = 0;
-  pending_sub(n);
+  add_completed(n);
 }
 
-void Engine::pending_sub(int64_t n) {
-  int64_t before = pending_.fetch_sub(n, std::memory_order_seq_cst);
-  const int64_t low = cfg_.max_pending / 2;
-  if (before > low && before - n <= low) throttle_wake_.notify_all();
-  if (before != n) return;
+void Engine::add_completed(int64_t n) {
+  completed_.fetch_add(n, std::memory_order_seq_cst);
+  throttle_wake_.notify_all();  // a load when no pusher is throttled
   if (idle_waiters_.load(std::memory_order_seq_cst) == 0) return;
   std::lock_guard<std::mutex> g(idle_mutex_);
   idle_cv_.notify_all();
@@ -661,7 +718,7 @@ ordo_status Engine::wait_idle(const uint64_t* timeout_ns) {
   bool idle;
   {
     std::unique_lock<std::mutex> lock(idle_mutex_);
-    auto is_idle = [this] { return pending_.load(std::memory_order_seq_cst) == 0; };
+    auto is_idle = [this] { return pending_now() == 0; };
     if (timeout_ns) {
       idle = idle_cv_.wait_for(lock, std::chrono::nanoseconds(*timeout_ns), is_idle);
     } else {

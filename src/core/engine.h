@@ -12,6 +12,7 @@
 #include "core/engine_config.h"
 #include "core/op_pool.h"
 #include "core/prepared.h"
+#include "core/push_lane.h"
 #include "core/var_refs.h"
 #include "core/var_table.h"
 #include "exec/worker_group.h"
@@ -51,6 +52,9 @@ class Engine {
 
   const EngineConfig& config() const { return cfg_; }
   uint32_t tag() const { return tag_; }
+  uint64_t uid() const { return uid_; }  // unique for the life of the process
+  // A free lane for a thread that is not a worker (see push_lane.h), or nullptr.
+  PushLane* claim_external_lane(uint64_t token);
   bool shutting_down() const { return shutting_down_.load(std::memory_order_acquire); }
   // True when the calling thread is running an op (or its free_fn) of this engine: blocking on
   // this engine from there could wait for itself.
@@ -92,8 +96,10 @@ class Engine {
   ordo_status enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* ready);
   ordo_status push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n);
   ordo_status push_internal(OpKind kind, ordo_var v, bool write, void* internal);
-  bool begin_op(int64_t* pending_before);
   void throttle();
+  void publish_pushes(PushLane* lane);
+  int64_t pending_now() const;
+  void add_completed(int64_t n);
   void fill(OpBlock* op, const OpSpec& spec, WorkerGroup* group);
   bool attach_links(OpBlock* op, size_t n);
   void finalize(OpBlock* op, ErrorRecord* failure, Worker* self);
@@ -102,11 +108,11 @@ class Engine {
   void run_inline(OpBlock* op);
   void record_failure(ErrorRecord* r);
   void note_completed(Worker* self);
-  void pending_sub(int64_t n);
   ordo_status wait_idle(const uint64_t* timeout_ns);
   Worker* current_worker() const;
 
   const uint32_t tag_;
+  const uint64_t uid_;
   const EngineConfig cfg_;
   VarTable vars_;
   OpPool pool_{this};
@@ -116,10 +122,19 @@ class Engine {
   // (naive). In CUDA builds, per-GPU compute and copy groups sit beside these, per device id.
   WorkerGroup* route_[kNumGroups] = {};
 
-  alignas(64) std::atomic<int64_t> pending_{0};  // pushed and not yet completed
+  // Pending ops = all lanes' push counts - completed_. Each lane is written by one thread, so a
+  // push costs no atomic read-modify-write; waits add the lanes up (read completed_ first).
+  std::unique_ptr<PushLane[]> lanes_;
+  uint32_t num_lanes_ = 0;
+  uint32_t first_external_lane_ = 0;  // lanes below this belong to workers
+  std::atomic<uint32_t> next_worker_lane_{0};
+  SpinLock shared_lane_lock_;  // for threads that found every lane taken
+  PushLane shared_lane_;
+  alignas(64) std::atomic<int64_t> completed_{0};
+  alignas(64) std::atomic<int64_t> pushed_approx_{0};  // lags by < 256 per lane: for throttling
   alignas(64) std::atomic<bool> shutting_down_{false};
   std::atomic<int32_t> idle_waiters_{0};
-  EventCount throttle_wake_;  // pushers waiting for pending_ to fall to max_pending / 2
+  EventCount throttle_wake_;  // pushers waiting for pending ops to fall to max_pending / 2
   std::mutex idle_mutex_;
   std::condition_variable idle_cv_;
   std::mutex shutdown_mutex_;

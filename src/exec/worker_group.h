@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/op_pool.h"
+#include "core/push_lane.h"
 #include "exec/event_count.h"
 #include "exec/ready_queue.h"
 #include "ordo/ordo.h"
@@ -23,9 +24,10 @@ class WorkerGroup;
 struct alignas(64) Worker {
   WorkerGroup* group = nullptr;
   int32_t index = 0;
-  OpBlock* next = nullptr;  // a ready op this worker runs next (no queue round trip)
-  uint32_t unflushed = 0;   // completions not yet subtracted from the engine's pending count
-  OpCache cache;            // private free OpBlocks
+  OpBlock* next = nullptr;   // a ready op this worker runs next (no queue round trip)
+  uint32_t unflushed = 0;    // completions not yet added to the engine's completed count
+  OpCache cache;             // private free OpBlocks
+  PushLane* lane = nullptr;  // counts the pushes this worker's ops make
 };
 
 class WorkerGroup {

@@ -1,0 +1,40 @@
+// PushLane: what one pushing thread owns inside one engine, so that a push needs no atomic
+// read-modify-write of its own: a private magazine of op blocks, and its count of pushes (a
+// plain store by its single writer; waits add up all lanes' counts).
+//
+// Workers own a lane each for the pushes their ops make. Other threads claim a free lane on
+// their first push to an engine (remembered in a small thread-local cache keyed by the engine's
+// unique id) and give it back when they exit or when the cache evicts it; the blocks in its
+// magazine stay with the lane for its next owner. When all lanes are taken, pushes fall back to
+// a shared lane behind a spin lock.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "core/op_pool.h"
+#include "exec/spin_lock.h"
+
+namespace ordo {
+
+class Engine;
+
+struct alignas(64) PushLane {
+  std::atomic<uint64_t> owner{0};  // the owning thread's token; 0: free
+  std::atomic<int64_t> pushed{0};  // ops pushed through this lane (written by the owner only)
+  int64_t unpublished = 0;         // pushes not yet added to the engine's approximate count
+  OpCache cache;                   // free op blocks, used by the owner only
+
+  void count_push() {
+    pushed.store(pushed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  void uncount_push() {
+    pushed.store(pushed.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+  }
+};
+
+// The lane the calling (non-worker) thread owns in `engine`, claiming one if needed; nullptr
+// when every lane is taken (the caller then uses the engine's shared lane).
+PushLane* claim_lane(Engine* engine);
+
+}  // namespace ordo

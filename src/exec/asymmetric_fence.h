@@ -1,0 +1,31 @@
+// Asymmetric fences: a store-then-load handshake between a hot path that runs millions of
+// times (a push) and a rare one (engine shutdown), without a full fence on the hot path.
+//
+// light(): a compiler barrier only, when the kernel offers membarrier(PRIVATE_EXPEDITED);
+// heavy(): that membarrier, which makes every running thread of the process execute a full
+// barrier. Together they order "hot store; light(); hot load" against "rare store; heavy();
+// rare load": one of the two loads sees the other side's store (the technique of liburcu and
+// folly::asymmetric_thread_fence). Without membarrier both sides use a seq_cst fence.
+#pragma once
+
+#include <atomic>
+
+namespace ordo {
+
+class AsymmetricFence {
+ public:
+  static void light() {
+    if (fast()) {
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+    } else {
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+    }
+  }
+  static void heavy();
+
+ private:
+  static bool fast() { return available().load(std::memory_order_relaxed); }
+  static std::atomic<bool>& available();
+};
+
+}  // namespace ordo
