@@ -555,7 +555,10 @@ void Engine::execute(OpBlock* op, Worker* self) {
       break;
   }
   VarLink* links = op->links();
-  for (uint32_t i = 0; i < op->num_links; ++i) __builtin_prefetch(links[i].var, 1);  // finalize
+  for (uint32_t i = 0; i < op->num_links; ++i) {  // both of the var's lines, for finalize
+    __builtin_prefetch(links[i].var, 1);
+    __builtin_prefetch(reinterpret_cast<char*>(links[i].var) + 64, 1);
+  }
   if (ErrorRecord* inherited = first_error_of(op)) {
     finalize(op, ErrorRecord::retain(inherited), self);  // skipped: passes the error on
     return;

@@ -14,8 +14,10 @@ bool runs_later(const OpBlock* a, const OpBlock* b) {
 }  // namespace
 
 ReadyQueue::ReadyQueue(size_t ring_capacity) : cells_(new Cell[ring_capacity]) {
-  mask_ = ring_capacity - 1;  // capacity is a power of two
-  for (size_t i = 0; i < ring_capacity; ++i) cells_[i].seq.store(i, std::memory_order_relaxed);
+  mask_ = ring_capacity - 1;  // capacity is a power of two, at least 4
+  line_mask_ = ring_capacity / 4 - 1;
+  line_shift_ = static_cast<unsigned>(__builtin_ctzll(ring_capacity / 4));
+  for (size_t i = 0; i < ring_capacity; ++i) cell(i).seq.store(i, std::memory_order_relaxed);
 }
 
 void ReadyQueue::push(OpBlock* op) {
@@ -50,7 +52,7 @@ bool ReadyQueue::maybe_nonempty() const {
 bool ReadyQueue::ring_push(OpBlock* op) {
   size_t pos = enqueue_pos_.load(std::memory_order_relaxed);
   for (;;) {
-    Cell& c = cells_[pos & mask_];
+    Cell& c = cell(pos);
     size_t seq = c.seq.load(std::memory_order_acquire);
     intptr_t dif = static_cast<intptr_t>(seq) - static_cast<intptr_t>(pos);
     if (dif == 0) {
@@ -59,7 +61,7 @@ bool ReadyQueue::ring_push(OpBlock* op) {
                                              std::memory_order_relaxed)) {
         c.op = op;
         c.seq.store(pos + 1, std::memory_order_release);
-        __builtin_prefetch(&cells_[(pos + 1) & mask_], 1);  // the next push's cell
+        __builtin_prefetch(&cell(pos + 1), 1);  // the next push's cell
         return true;
       }
     } else if (dif < 0) {
@@ -73,7 +75,7 @@ bool ReadyQueue::ring_push(OpBlock* op) {
 OpBlock* ReadyQueue::ring_pop() {
   size_t pos = dequeue_pos_.load(std::memory_order_relaxed);
   for (;;) {
-    Cell& c = cells_[pos & mask_];
+    Cell& c = cell(pos);
     size_t seq = c.seq.load(std::memory_order_acquire);
     intptr_t dif = static_cast<intptr_t>(seq) - static_cast<intptr_t>(pos + 1);
     if (dif == 0) {

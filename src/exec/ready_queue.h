@@ -34,6 +34,9 @@ class ReadyQueue {
     std::atomic<size_t> seq;
     OpBlock* op;
   };
+  // Consecutive positions map to different cache lines (four cells share a line): the pusher
+  // writing position p and a worker popping p-1 would otherwise bounce one line per op.
+  Cell& cell(size_t pos) { return cells_[((pos & line_mask_) << 2) | ((pos >> line_shift_) & 3)]; }
   bool ring_push(OpBlock* op);
   OpBlock* ring_pop();
   void overflow_push(OpBlock* op);
@@ -43,6 +46,8 @@ class ReadyQueue {
 
   std::unique_ptr<Cell[]> cells_;
   size_t mask_;
+  size_t line_mask_;  // cells per line = 4, lines = capacity / 4
+  unsigned line_shift_;
   alignas(64) std::atomic<size_t> enqueue_pos_{0};
   alignas(64) std::atomic<size_t> dequeue_pos_{0};
 
