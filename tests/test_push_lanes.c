@@ -10,15 +10,14 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "test_util.h"
+
 TestSuite(push_lanes, .timeout = 60.0);
 
 static ordo_engine* make_engine(void) {
-  ordo_engine_config cfg;
-  ordo_engine_config_init(&cfg);
-  cfg.kind = ORDO_ENGINE_PER_DEVICE;
-  cfg.cpu_threads = 2;
   ordo_engine* e = NULL;
-  cr_assert_eq(ordo_engine_create(&cfg, &e), ORDO_OK, "%s", ordo_last_error_message());
+  cr_assert_eq(tu_engine_create(ORDO_ENGINE_PER_DEVICE, 2, &e), ORDO_OK, "%s",
+               ordo_last_error_message());
   return e;
 }
 
