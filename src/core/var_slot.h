@@ -43,9 +43,6 @@
 
 namespace ordo {
 
-constexpr uint32_t kGenBits = 24;
-constexpr uint32_t kGenMask = (1u << kGenBits) - 1;
-
 struct alignas(64) VarSlot {
   static constexpr uint64_t kModeMask = 3;
   static constexpr uint64_t kIdle = 0;

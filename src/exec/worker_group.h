@@ -51,8 +51,6 @@ class WorkerGroup {
   void stop_and_join();
   int32_t threads() const { return threads_; }
   Engine* engine() const { return engine_; }
-  // All workers' caches (valid once joined), for the engine to account for at teardown.
-  std::vector<std::unique_ptr<Worker>>& workers() { return workers_; }
 
  private:
   ordo_status start();
