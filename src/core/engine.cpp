@@ -654,7 +654,7 @@ void Engine::dispatch(OpBlock* op, Worker* self) {
     run_inline(op);
   } else if (self && g->may_keep(*self, op)) {
     self->next = op;
-  } else {
+  } else if (!self || !g->hand_to_self(*self, op)) {
     g->enqueue(op);
   }
 }

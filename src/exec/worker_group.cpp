@@ -21,13 +21,21 @@ ordo_status WorkerGroup::start() {
   std::lock_guard<std::mutex> g(start_mutex_);
   if (started_.load(std::memory_order_relaxed)) return ORDO_OK;
   try {
+    // Every Worker exists before any thread runs: workers scan each other's deques to steal.
     workers_.reserve(static_cast<size_t>(threads_));
-    threads_vec_.reserve(static_cast<size_t>(threads_));
     for (int32_t i = 0; i < threads_; ++i) {
       workers_.push_back(std::make_unique<Worker>());
-      Worker* w = workers_.back().get();
-      w->group = this;
-      w->index = i;
+      workers_.back()->group = this;
+      workers_.back()->index = i;
+    }
+  } catch (const std::exception&) {
+    workers_.clear();
+    return ORDO_ERR_NO_MEMORY;
+  }
+  try {
+    threads_vec_.reserve(static_cast<size_t>(threads_));
+    for (int32_t i = 0; i < threads_; ++i) {
+      Worker* w = workers_[static_cast<size_t>(i)].get();
       threads_vec_.emplace_back([this, w] { run(w); });
       char name[32];  // the kernel keeps 15 characters
       std::snprintf(name, sizeof name, "ordo-%.4s-%d", role_, static_cast<int>(i % 1000));
@@ -57,7 +65,7 @@ void WorkerGroup::run(Worker* w) {
   for (;;) {
     OpBlock* op = w->next;
     w->next = nullptr;
-    if (!op) op = queue_.pop();
+    if (!op) op = find_work(w);
     if (!op) op = wait_for_work(w);
     if (!op) break;
     engine_->execute(op, w);
@@ -65,10 +73,34 @@ void WorkerGroup::run(Worker* w) {
   engine_->flush_completions(w);
 }
 
-// Spins briefly (work often arrives within microseconds), then yields, then sleeps. Yielding
-// early matters: the thread that pushes the work usually shares the cores with the workers, and
-// a spinning worker would take the CPU from it. Completions are flushed first so that waiters
-// see the engine idle as soon as it is.
+// Urgent (positive-priority) ops first, then this worker's own deque (newest first: its data is
+// warm), then the shared queue, then other workers' deques.
+OpBlock* WorkerGroup::find_work(Worker* w) {
+  if (queue_.has_urgent()) {
+    if (OpBlock* op = queue_.pop()) return op;
+  }
+  if (OpBlock* op = w->deque.pop()) return op;
+  if (OpBlock* op = queue_.pop()) return op;
+  return steal(w);
+}
+
+OpBlock* WorkerGroup::steal(Worker* w) {
+  size_t n = workers_.size();
+  for (size_t i = 1; i < n; ++i) {
+    Worker* victim = workers_[(static_cast<size_t>(w->index) + i) % n].get();
+    if (OpBlock* op = victim->deque.steal()) return op;
+  }
+  return nullptr;
+}
+
+bool WorkerGroup::any_work_visible() const {
+  if (queue_.maybe_nonempty()) return true;
+  for (const auto& other : workers_) {
+    if (other->deque.maybe_nonempty()) return true;
+  }
+  return false;
+}
+
 namespace {
 constexpr int kPauseRounds = 8;  // ~10 us of pause-spinning before yielding
 }  // namespace
@@ -86,18 +118,18 @@ OpBlock* WorkerGroup::wait_for_work(Worker* w) {
   engine_->flush_completions(w);
   for (;;) {
     uint32_t key = wake_.prepare_wait();
-    if (queue_.maybe_nonempty()) {  // an op is there, or a push is half done: go get it
+    if (any_work_visible()) {  // an op is there, or a push is half done: go get it
       wake_.cancel_wait();
-      if (OpBlock* op = queue_.pop()) return op;
+      if (OpBlock* op = find_work(w)) return op;
       sched_yield();
       continue;
     }
     if (stopping_.load(std::memory_order_seq_cst)) {
       wake_.cancel_wait();
-      return queue_.pop();
+      return find_work(w);
     }
     wake_.wait(key);
-    if (OpBlock* op = queue_.pop()) return op;
+    if (OpBlock* op = find_work(w)) return op;
   }
 }
 

@@ -14,6 +14,7 @@
 #include "core/push_lane.h"
 #include "exec/event_count.h"
 #include "exec/ready_queue.h"
+#include "exec/work_deque.h"
 #include "ordo/ordo.h"
 
 namespace ordo {
@@ -28,6 +29,7 @@ struct alignas(64) Worker {
   uint32_t unflushed = 0;    // completions not yet added to the engine's completed count
   OpCache cache;             // private free OpBlocks
   PushLane* lane = nullptr;  // counts the pushes this worker's ops make
+  WorkDeque deque;           // ops this worker made ready; other workers of the group steal
 };
 
 class WorkerGroup {
@@ -44,6 +46,13 @@ class WorkerGroup {
     queue_.push(op);
     wake_.notify_one();
   }
+  // Puts an op that worker `w` (of this group) made ready on its own deque, waking an idle
+  // worker to steal it. False when the op must go through enqueue() instead.
+  bool hand_to_self(Worker& w, OpBlock* op) {
+    if (w.group != this || op->priority != 0 || !w.deque.push(op)) return false;
+    wake_.notify_one_after_plain_store();
+    return true;
+  }
   // Whether a worker of this group that just made `op` ready may run it itself next.
   bool may_keep(const Worker& w, const OpBlock* op) const {
     return w.group == this && w.next == nullptr && op->priority >= 0 && !queue_.has_urgent();
@@ -56,6 +65,9 @@ class WorkerGroup {
   ordo_status start();
   void run(Worker* w);
   OpBlock* wait_for_work(Worker* w);
+  OpBlock* find_work(Worker* w);
+  OpBlock* steal(Worker* w);
+  bool any_work_visible() const;
 
   Engine* engine_;
   const char* role_;
