@@ -143,7 +143,8 @@ ORDO_API size_t ordo_last_error_copy(char* buf, size_t cap);
 /** One shared pool of CPU workers for every op property. */
 #define ORDO_ENGINE_POOLED 2
 /** Worker blocks per device and per property: CPU workers, a CPU priority worker, copy
- *  workers (and, in CUDA builds, per-GPU workers and streams). */
+ *  workers. Per-GPU workers and streams will join them with CUDA support (not in this version:
+ *  today a GPU push returns ORDO_ERR_NO_DEVICE). */
 #define ORDO_ENGINE_PER_DEVICE 3
 
 /**
@@ -213,7 +214,8 @@ ORDO_API ordo_status ordo_engine_release(ordo_engine* e);
  *  writing at most out->struct_size bytes; set struct_size (ordo_engine_config_init) first. */
 ORDO_API ordo_status ordo_engine_get_config(ordo_engine* e, ordo_engine_config* out);
 
-/** Number of GPUs this library can use (0 in builds without CUDA or without a driver). */
+/** Number of GPUs this library can use. Always 0 in this version, which has no CUDA backend
+ *  yet; CUDA builds will report 0 on machines without a GPU or driver. */
 ORDO_API ordo_status ordo_device_count(int32_t* out);
 
 /* ------------------------------------------------------------------------------------------- */
@@ -253,8 +255,8 @@ ORDO_API ordo_status ordo_var_get_error(ordo_engine* e, ordo_var v, int32_t* cod
 /** Op properties (ordo_push_opts.prop): which workers run the op. */
 #define ORDO_PROP_NORMAL 0           /**< CPU workers (or the device's compute workers) */
 #define ORDO_PROP_CPU_PRIORITIZED 1  /**< per_device: a dedicated CPU priority worker */
-#define ORDO_PROP_COPY_TO_DEVICE 2   /**< per_device: upload workers (own stream per GPU) */
-#define ORDO_PROP_COPY_FROM_DEVICE 3 /**< per_device: download workers (own stream per GPU) */
+#define ORDO_PROP_COPY_TO_DEVICE 2   /**< per_device: upload workers (on the CPU today) */
+#define ORDO_PROP_COPY_FROM_DEVICE 3 /**< per_device: download workers (on the CPU today) */
 /** Runs inline on whichever thread makes it ready (the pusher or the thread completing its last
  *  dependency): for ops that only start asynchronous work and defer. Keep them short. */
 #define ORDO_PROP_ASYNC 4
