@@ -461,3 +461,19 @@ Test(errors, failing_op_on_a_var_read_by_many_poisons_only_its_own) {
     destroy_engine(e);
   }
 }
+
+/* A user code that happens to equal ORDO_ERR_OP_FAILED (3) is still a plain user code: the
+ * message must not claim the callback threw. */
+Test(errors, user_code_equal_to_a_status_is_reported_as_is) {
+  ordo_engine* e = NULL;
+  cr_assert_eq(tu_engine_create(ORDO_ENGINE_POOLED, 2, &e), ORDO_OK);
+  ordo_var v;
+  cr_assert_eq(ordo_var_new(e, &v), ORDO_OK);
+  code_op op;
+  code_op_init(&op, ORDO_ERR_OP_FAILED);
+  cr_assert_eq(push_named(e, &op, "three", NULL, 0, &v, 1), ORDO_OK);
+  cr_assert_eq(ordo_wait_for_var(e, v), ORDO_ERR_OP_FAILED);
+  cr_assert_eq(atomic_load(&op.calls), 1);
+  cr_assert_str_eq(ordo_last_error_message(), "op 'three' failed (code 3)");
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+}

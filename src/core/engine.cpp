@@ -95,28 +95,19 @@ void signal_waiter(OpBlock* op) {
 ErrorRecord* call_user(OpBlock* op) {
   OpBlock* outer = tls_running_op;
   tls_running_op = op;
-  int32_t code;
+  int32_t code = 0;
+  bool threw = false;
   try {
     code = op->fn(op->as_exec(), op->user_data);
   } catch (...) {
-    code = ORDO_ERR_OP_FAILED;
+    threw = true;
   }
   tls_running_op = outer;
-  if (op->deferred || code == 0) return nullptr;
-  return ErrorRecord::make(code, op->op_name(),
-                           code == ORDO_ERR_OP_FAILED ? "callback failed" : nullptr);
+  if (op->deferred) return nullptr;
+  if (threw) return ErrorRecord::make(ORDO_ERR_OP_FAILED, op->op_name(), "the callback threw");
+  return code == 0 ? nullptr : ErrorRecord::make(code, op->op_name(), nullptr);
 }
 
-}  // namespace
-
-OpBlock* running_op() {
-  return tls_running_op;
-}
-Worker* running_worker() {
-  return tls_worker;
-}
-
-namespace {
 constexpr uint32_t kExternalLanes = 64;
 constexpr int64_t kPublishEvery = 256;
 
@@ -130,7 +121,15 @@ uint32_t worker_count(const EngineConfig& cfg) {
   if (cfg.kind == ORDO_ENGINE_POOLED) return static_cast<uint32_t>(cfg.cpu_threads);
   return static_cast<uint32_t>(cfg.cpu_threads + cfg.cpu_priority_threads + 2 * cfg.copy_threads);
 }
+
 }  // namespace
+
+OpBlock* running_op() {
+  return tls_running_op;
+}
+Worker* running_worker() {
+  return tls_worker;
+}
 
 Engine::Engine(uint32_t tag, const EngineConfig& cfg)
     : tag_(tag), uid_(new_engine_uid()), cfg_(cfg) {
@@ -229,9 +228,7 @@ ordo_status Engine::var_get_error(ordo_var h, int32_t* code, char* buf, size_t c
   if (ordo_status s = refs.collect(vars_, tag_, &h, 1, nullptr, 0)) return s;
   VarSlot* v = refs[0].slot;
   SpinGuard g(v->push_lock);
-  if (!v->live || v->gen != refs[0].gen) {
-    return fail(ORDO_ERR_INVALID_HANDLE, "var handle 0x%016" PRIx64 " is stale (deleted)", h);
-  }
+  if (!v->named_by(refs[0].gen)) return stale_var(refs[0]);
   SpinGuard e(v->error_lock);
   ErrorRecord* err = v->current_error();
   *code = err ? err->code : 0;
@@ -320,11 +317,8 @@ void Engine::throttle() {
   }
 }
 
+// `refs` come from VarRefs::collect (sorted, merged, at most OpBlock::kMaxLinks).
 ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n) {
-  if (n > OpBlock::kMaxLinks) {
-    return fail(ORDO_ERR_INVALID_ARGUMENT, "an op uses %zu distinct vars; at most %u are allowed",
-                n, OpBlock::kMaxLinks);
-  }
   Worker* self = current_worker();
   PushLane* lane = self ? self->lane : claim_lane(this);
   const bool shared = lane == nullptr;
@@ -395,11 +389,7 @@ void Engine::fill(OpBlock* op, const OpSpec& spec, WorkerGroup* group) {
   op->kind = spec.kind;
   op->deferred = false;
   op->has_name = spec.name != nullptr && spec.name[0] != '\0';
-  if (op->has_name) {  // the cold name line is touched only for named ops
-    size_t len = strnlen(spec.name, ORDO_NAME_MAX);
-    std::memcpy(op->name, spec.name, len);
-    op->name[len] = '\0';
-  }
+  if (op->has_name) copy_name(op->name, spec.name);  // the cold name line: named ops only
 }
 
 bool Engine::attach_links(OpBlock* op, size_t n) {
@@ -421,10 +411,9 @@ bool Engine::attach_links(OpBlock* op, size_t n) {
 ordo_status Engine::enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* ready) {
   lock_all(refs, n);
   for (size_t i = 0; i < n; ++i) {
-    if (!refs[i].slot->live || refs[i].slot->gen != refs[i].gen) {
+    if (!refs[i].slot->named_by(refs[i].gen)) {
       unlock_all(refs, n);
-      return fail(ORDO_ERR_INVALID_HANDLE,
-                  "var handle 0x%016" PRIx64 " is stale: the variable was deleted", refs[i].handle);
+      return stale_var(refs[i]);
     }
   }
   // The counter starts at n. Workers decrement it for accesses that wait; the pusher subtracts
@@ -471,17 +460,9 @@ ordo_status Engine::prepared_new(const OpSpec& spec, const ordo_var* const_vars,
   if (ordo_status s = refs.collect(vars_, tag_, const_vars, num_const, mutable_vars, num_mutable)) {
     return s;
   }
-  if (refs.size() > OpBlock::kMaxLinks) {
-    return fail(ORDO_ERR_INVALID_ARGUMENT, "an op uses %zu distinct vars; at most %u are allowed",
-                refs.size(), OpBlock::kMaxLinks);
-  }
   for (size_t i = 0; i < refs.size(); ++i) {
-    VarSlot* v = refs[i].slot;
-    SpinGuard g(v->push_lock);
-    if (!v->live || v->gen != refs[i].gen) {
-      return fail(ORDO_ERR_INVALID_HANDLE,
-                  "var handle 0x%016" PRIx64 " is stale: the variable was deleted", refs[i].handle);
-    }
+    SpinGuard g(refs[i].slot->push_lock);
+    if (!refs[i].slot->named_by(refs[i].gen)) return stale_var(refs[i]);
   }
   std::vector<VarRef> stored(refs.data(), refs.data() + refs.size());
   PreparedOp* p = prepared_.allocate();
@@ -493,9 +474,7 @@ ordo_status Engine::prepared_new(const OpSpec& spec, const ordo_var* const_vars,
   p->prop = spec.prop;
   p->device_type = spec.device_type;
   p->device_id = spec.device_id;
-  size_t len = spec.name ? strnlen(spec.name, ORDO_NAME_MAX) : 0;
-  std::memcpy(p->name, spec.name ? spec.name : "", len);
-  p->name[len] = '\0';
+  copy_name(p->name, spec.name ? spec.name : "");
   p->refs.swap(stored);
   uint32_t gen = prepared_.publish(p);
   *out = HandleBits::encode(tag_, gen, p->index);

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "ordo/ordo.h"
 
@@ -86,5 +87,12 @@ struct alignas(64) OpBlock {
     return reinterpret_cast<OpBlock*>(const_cast<ordo_exec*>(e));
   }
 };
+
+// Copies an op name, truncated to ORDO_NAME_MAX bytes and NUL-terminated.
+inline void copy_name(char (&dst)[ORDO_NAME_MAX + 1], const char* src) {
+  size_t len = strnlen(src, ORDO_NAME_MAX);
+  std::memcpy(dst, src, len);
+  dst[len] = '\0';
+}
 
 }  // namespace ordo

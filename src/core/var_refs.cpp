@@ -20,14 +20,16 @@ ordo_status VarRefs::collect(const VarTable& table, uint32_t engine_tag, const o
     if (ordo_status s = add(table, engine_tag, mutable_vars[i], true)) return s;
   }
   sort_and_merge();
+  if (size_ > OpBlock::kMaxLinks) {
+    return fail(ORDO_ERR_INVALID_ARGUMENT, "an op uses %zu distinct vars; at most %u are allowed",
+                size_, OpBlock::kMaxLinks);
+  }
   return ORDO_OK;
 }
 
-void VarRefs::assign(const VarRef* refs, size_t n) {
-  heap_.clear();
-  if (n > kInline) heap_.resize(n);
-  std::copy(refs, refs + n, data());
-  size_ = n;
+ordo_status stale_var(const VarRef& r) {
+  return fail(ORDO_ERR_INVALID_HANDLE,
+              "var handle 0x%016" PRIx64 " is stale: the variable was deleted", r.handle);
 }
 
 ordo_status VarRefs::add(const VarTable& table, uint32_t engine_tag, ordo_var h, bool write) {

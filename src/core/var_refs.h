@@ -31,10 +31,10 @@ class VarRefs {
 
   // Resolves and normalizes both lists. ORDO_ERR_INVALID_HANDLE (message set) when a handle is
   // 0, made up, foreign or names no variable; a stale generation is caught later, under the
-  // var's lock, where it cannot race with ordo_var_delete.
+  // var's lock, where it cannot race with ordo_var_delete (see stale_var()).
+  // ORDO_ERR_INVALID_ARGUMENT when more than OpBlock::kMaxLinks distinct vars remain.
   ordo_status collect(const VarTable& table, uint32_t engine_tag, const ordo_var* const_vars,
                       size_t num_const, const ordo_var* mutable_vars, size_t num_mutable);
-  void assign(const VarRef* refs, size_t n);
 
   size_t size() const { return size_; }
   VarRef* data() { return heap_.empty() ? inline_ : heap_.data(); }
@@ -49,6 +49,9 @@ class VarRefs {
   std::vector<VarRef> heap_;
   size_t size_ = 0;
 };
+
+// The error for a var whose generation no longer matches its handle (it was deleted).
+ordo_status stale_var(const VarRef& r);
 
 // Takes every var's push lock in index order (the order VarRefs keeps); unlocks in reverse.
 void lock_all(const VarRef* refs, size_t n);

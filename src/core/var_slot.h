@@ -68,6 +68,9 @@ struct alignas(64) VarSlot {
   std::atomic<ErrorRecord*> error{nullptr};  // set by writers at completion, under error_lock
   SpinLock error_lock;                       // also taken by ordo_var_get_error
 
+  // Whether the handle generation `g` still names this var (caller holds push_lock).
+  bool named_by(uint32_t g) const { return live && gen == g; }
+
   // Adds an access (caller holds push_lock). True when it is granted at once.
   bool arrive(VarLink* l) {
     l->next.store(nullptr, std::memory_order_relaxed);
