@@ -105,17 +105,20 @@ namespace {
 constexpr int kPauseRounds = 8;  // ~10 us of pause-spinning before yielding
 }  // namespace
 
+// Spins briefly (work often arrives within microseconds), then yields, then sleeps. Yielding
+// early matters: the thread that pushes the work usually shares the cores with the workers, and
+// a spinning worker would take the CPU from it. Completions are flushed first, so that a waiter
+// sees the engine idle as soon as it is.
 OpBlock* WorkerGroup::wait_for_work(Worker* w) {
   engine_->flush_completions(w);
   for (int round = 0; round < 64; ++round) {
-    if (OpBlock* op = queue_.pop()) return op;
+    if (OpBlock* op = find_work(w)) return op;
     if (round < kPauseRounds) {
       for (int i = 0; i < 32; ++i) cpu_relax();
     } else {
       sched_yield();
     }
   }
-  engine_->flush_completions(w);
   for (;;) {
     uint32_t key = wake_.prepare_wait();
     if (any_work_visible()) {  // an op is there, or a push is half done: go get it

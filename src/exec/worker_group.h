@@ -58,7 +58,6 @@ class WorkerGroup {
     return w.group == this && w.next == nullptr && op->priority >= 0 && !queue_.has_urgent();
   }
   void stop_and_join();
-  int32_t threads() const { return threads_; }
   Engine* engine() const { return engine_; }
 
  private:
