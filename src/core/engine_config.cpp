@@ -33,11 +33,17 @@ ordo_status parse_kind(const char* s, int32_t* out) {
   return ORDO_OK;
 }
 
-ordo_status parse_threads(const char* var, const char* s, int32_t* out) {
+// A whole decimal integer with nothing after it, or false.
+bool parse_long(const char* s, long* out) {
   char* end = nullptr;
   errno = 0;
-  long v = std::strtol(s, &end, 10);
-  if (errno || end == s || *end != '\0' || v < 1 || v > kMaxThreads) {
+  *out = std::strtol(s, &end, 10);
+  return errno == 0 && end != s && *end == '\0';
+}
+
+ordo_status parse_threads(const char* var, const char* s, int32_t* out) {
+  long v;
+  if (!parse_long(s, &v) || v < 1 || v > kMaxThreads) {
     return fail(ORDO_ERR_INVALID_ARGUMENT, "%s='%s' is not a thread count in 1..%d", var, s,
                 kMaxThreads);
   }
@@ -80,10 +86,8 @@ ordo_status pick_max_pending(int32_t value, int32_t* out) {
     *out = kDefaultMaxPending;
     return ORDO_OK;
   }
-  char* end = nullptr;
-  errno = 0;
-  long v = std::strtol(s, &end, 10);
-  if (errno || end == s || *end != '\0' || (v != -1 && (v < kMinMaxPending || v > INT32_MAX))) {
+  long v;
+  if (!parse_long(s, &v) || (v != -1 && (v < kMinMaxPending || v > INT32_MAX))) {
     return fail(ORDO_ERR_INVALID_ARGUMENT, "ORDO_MAX_PENDING='%s': use -1 or a count >= %d", s,
                 kMinMaxPending);
   }
