@@ -150,12 +150,12 @@ static int32_t op_reader(ordo_exec* x, void* ud) {
   struct readers* r = ud;
   atomic_fetch_add(&r->inside, 1);
   /* Wait (bounded) for a second reader to be inside too: readers must be able to overlap. */
-  uint64_t end = now_ms() + 1000;
+  uint64_t end = now_ms() + 2000;
   while (atomic_load(&r->inside) < 2 && now_ms() < end) sleep_ms(1);
   if (atomic_load(&r->inside) >= 2) atomic_fetch_add(&r->met, 1);
   atomic_fetch_add(&r->count, 1);
-  /* Stay a moment so the partner can see us as well. */
-  sleep_ms(5);
+  /* Stay until the partner has seen us too (bounded), however late the scheduler runs it. */
+  while (atomic_load(&r->met) < 2 && now_ms() < end) sleep_ms(1);
   atomic_fetch_sub(&r->inside, 1);
   return 0;
 }

@@ -168,6 +168,13 @@ typedef struct ordo_engine_config {
                           ORDO_MAX_PENDING; default 8192; -1 = no throttle */
   uint32_t flags;      /**< reserved, must be 0 */
   const void* next;    /**< reserved for extension chains, must be NULL */
+  const char* trace_path; /**< non-NULL and non-empty: record every op (name, worker, device,
+                             start, end, outcome) and write them as Chrome trace JSON (opens in
+                             Perfetto and chrome://tracing) to this file when the engine shuts
+                             down; see ordo_engine_write_trace. Copied at create. Env
+                             ORDO_TRACE=path.json; default NULL (tracing off, which costs one
+                             predictable branch per op). Records are kept in memory per worker,
+                             at most 1,048,576 per worker (more are counted as dropped). */
 } ordo_engine_config;
 
 /**
@@ -213,6 +220,39 @@ ORDO_API ordo_status ordo_engine_release(ordo_engine* e);
 /** Reads the effective configuration (kind and thread counts after env and defaults) into out,
  *  writing at most out->struct_size bytes; set struct_size (ordo_engine_config_init) first. */
 ORDO_API ordo_status ordo_engine_get_config(ordo_engine* e, ordo_engine_config* out);
+
+/** Counters of one engine (SPEC §9). Growable: set struct_size before the call. Counts are of
+ *  the caller's ops (ordo_opr_push and ordo_opr_push_prepared), not of the internal ops that
+ *  var deletes, clear_error and wait_for_var queue. Read one after another while ops run, so a
+ *  snapshot may be off by the ops that moved meanwhile; exact when the engine is idle. */
+typedef struct ordo_stats {
+  uint32_t struct_size;   /**< sizeof(ordo_stats) as the caller compiled it */
+  uint32_t workers;       /**< worker threads running */
+  uint64_t pushed;        /**< ops accepted since the engine was created */
+  uint64_t completed;     /**< ops finished: ran, failed or skipped */
+  uint64_t failed;        /**< ops that failed: non-zero return, throw, or failing completion */
+  uint64_t skipped;       /**< ops not run because a var they use carried an error */
+  uint64_t pending;       /**< pushed and not completed */
+  uint64_t ready;         /**< ops ready to run and waiting for a worker (all queues together) */
+  uint64_t trace_records; /**< op records held by the tracer; 0 when tracing is off */
+  uint64_t trace_dropped; /**< op records not kept because a worker's buffer was full */
+} ordo_stats;
+
+/** Fills out (up to out->struct_size bytes) with the engine's counters. Thread-safe, lock-free
+ *  for the caller's pushes; may be called from inside an op. Errors: INVALID_ARGUMENT (engine or
+ *  out NULL, struct_size < 4), INVALID_HANDLE (engine freed). Works after destroy while the
+ *  engine is still referenced (ordo_engine_retain). */
+ORDO_API ordo_status ordo_engine_stats(ordo_engine* e, ordo_stats* out);
+
+/**
+ * Writes the op records so far as Chrome trace JSON to `path` (the records are kept: the file
+ * written at shutdown still has them all). Thread-safe; ops keep running meanwhile and those
+ * that finish while it writes may or may not be in the file. Errors: INVALID_ARGUMENT (engine or
+ * path NULL, or the file cannot be written: the message names the reason), INVALID_STATE
+ * (tracing is off for this engine: set ordo_engine_config.trace_path or ORDO_TRACE),
+ * INVALID_HANDLE (engine freed).
+ */
+ORDO_API ordo_status ordo_engine_write_trace(ordo_engine* e, const char* path);
 
 /** Number of GPUs this library can use. Always 0 in this version, which has no CUDA backend
  *  yet; CUDA builds will report 0 on machines without a GPU or driver. */

@@ -201,8 +201,36 @@ ORDO_API ordo_status ordo_engine_get_config(ordo_engine* e, ordo_engine_config* 
     c.cpu_priority_threads = engine->config().cpu_priority_threads;
     c.copy_threads = engine->config().copy_threads;
     c.max_pending = engine->config().max_pending;
+    c.trace_path = engine->config().trace_path;
     write_struct(c, out, out->struct_size);
     return ORDO_OK;
+  });
+}
+
+ORDO_API ordo_status ordo_engine_stats(ordo_engine* e, ordo_stats* out) {
+  return guarded(__func__, [&]() -> ordo_status {
+    Engine* engine;
+    if (ordo_status s = resolve_engine(e, &engine)) return s;
+    if (!out) return null_arg(__func__, "out");
+    if (out->struct_size < sizeof(uint32_t)) {
+      return fail(ORDO_ERR_INVALID_ARGUMENT,
+                  "ordo_engine_stats: out->struct_size is not set (set it to sizeof(ordo_stats))");
+    }
+    ordo_stats st;
+    std::memset(&st, 0, sizeof st);
+    st.struct_size = sizeof st;
+    engine->stats(&st);
+    write_struct(st, out, out->struct_size);
+    return ORDO_OK;
+  });
+}
+
+ORDO_API ordo_status ordo_engine_write_trace(ordo_engine* e, const char* path) {
+  return guarded(__func__, [&]() -> ordo_status {
+    Engine* engine;
+    if (ordo_status s = resolve_engine(e, &engine)) return s;
+    if (!path || !*path) return null_arg(__func__, "path");
+    return engine->write_trace(path);
   });
 }
 

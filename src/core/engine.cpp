@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cinttypes>
+#include <cstdio>
 #include <cstring>
 #include <new>
 
@@ -133,6 +134,8 @@ Worker* running_worker() {
 
 Engine::Engine(uint32_t tag, const EngineConfig& cfg)
     : tag_(tag), uid_(new_engine_uid()), cfg_(cfg) {
+  if (cfg.trace_path) tracer_ = std::make_unique<Tracer>(cfg.trace_path);
+  cfg_.trace_path = tracer_ ? tracer_->path().c_str() : nullptr;  // the caller's copy may go
   first_external_lane_ = worker_count(cfg);
   num_lanes_ = first_external_lane_ + kExternalLanes;
   lanes_.reset(new PushLane[num_lanes_]);
@@ -185,6 +188,11 @@ void Engine::shutdown() {
     if (group) group->stop_and_join();
   }
   shut_down_ = true;
+  if (tracer_ && tracer_->write(tracer_->path().c_str()) != ORDO_OK) {
+    // Destroy cannot fail for this, and the caller asked for the file: say so rather than lose
+    // the trace silently.
+    std::fprintf(stderr, "ordo: %s\n", ordo_last_error_message());
+  }
 }
 
 bool Engine::called_from_inside() const {
@@ -202,6 +210,7 @@ Worker* Engine::current_worker() const {
 
 void Engine::enter_worker(Worker* w) {
   tls_worker = w;
+  if (tracer_) w->trace = tracer_->add_worker_row(w->group->role(), w->index);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -290,7 +299,11 @@ ordo_status Engine::push_internal(OpKind kind, ordo_var v, bool write, void* int
   OpSpec spec;
   spec.kind = kind;
   spec.internal = internal;
-  return push_resolved(spec, nullptr, refs.data(), refs.size());
+  // Counted before the push, so that the op's completion can never be seen first.
+  internal_pushed_.fetch_add(1, std::memory_order_relaxed);
+  s = push_resolved(spec, nullptr, refs.data(), refs.size());
+  if (s != ORDO_OK) internal_pushed_.fetch_sub(1, std::memory_order_relaxed);
+  return s;
 }
 
 // Submission throttle (see ordo_engine_config.max_pending). A pusher far ahead of the workers
@@ -523,10 +536,12 @@ void Engine::execute(OpBlock* op, Worker* self) {
   switch (op->kind) {
     case OpKind::kWaitSignal:
       signal_waiter(op);
+      internal_completed_.fetch_add(1, std::memory_order_relaxed);
       finalize(op, nullptr, self);
       return;
     case OpKind::kClearError:
     case OpKind::kDeleteVar:
+      internal_completed_.fetch_add(1, std::memory_order_relaxed);
       finalize(op, nullptr, self);  // the work happens on the var in finalize
       return;
     case OpKind::kUser:
@@ -538,11 +553,19 @@ void Engine::execute(OpBlock* op, Worker* self) {
     __builtin_prefetch(links[i].var, 1);
     __builtin_prefetch(reinterpret_cast<char*>(links[i].var) + 64, 1);
   }
+  const uint64_t start_ns = tracer_ ? tracer_->now_ns() : 0;
   if (ErrorRecord* inherited = first_error_of(op)) {
+    skipped_.fetch_add(1, std::memory_order_relaxed);
+    if (tracer_) trace_op(op, self, start_ns, TraceOutcome::kSkipped);
     finalize(op, ErrorRecord::retain(inherited), self);  // skipped: passes the error on
     return;
   }
   ErrorRecord* failure = call_user(op);
+  if (tracer_) {
+    trace_op(op, self, start_ns,
+             op->deferred ? TraceOutcome::kDeferred
+                          : (failure ? TraceOutcome::kFailed : TraceOutcome::kOk));
+  }
   if (op->deferred) {
     // Whichever of "callback returned" and "ordo_complete" comes second finishes the op.
     if (op->finish_refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
@@ -582,7 +605,10 @@ ordo_status Engine::complete(uint32_t gen, uint32_t index, int32_t code, const c
 // The op is done (ran, failed, was skipped, or is an internal op): publish its outcome on each
 // var, release its grants, recycle it, and hand on whatever became ready.
 void Engine::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
-  if (failure) record_failure(failure);
+  if (failure) {
+    failures_.fetch_add(1, std::memory_order_relaxed);
+    record_failure(failure);
+  }
   release_user_data(op);  // before waiters can wake: a waiter then sees user_data released
   OpBlock* ready = nullptr;
   OpBlock** ready_tail = &ready;
@@ -689,6 +715,74 @@ void Engine::add_completed(int64_t n) {
   if (idle_waiters_.load(std::memory_order_seq_cst) == 0) return;
   std::lock_guard<std::mutex> g(idle_mutex_);
   idle_cv_.notify_all();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Observability
+
+namespace {
+// A small number for each thread that records into the callers' row (its row in the trace).
+uint32_t caller_thread_number() {
+  static std::atomic<uint32_t> next{1};
+  thread_local uint32_t mine = next.fetch_add(1, std::memory_order_relaxed);
+  return mine;
+}
+}  // namespace
+
+void Engine::trace_op(const OpBlock* op, Worker* self, uint64_t start_ns, TraceOutcome outcome) {
+  TraceRecord r;
+  r.start_ns = start_ns;
+  r.end_ns = tracer_->now_ns();
+  r.thread = self ? 0 : caller_thread_number();
+  r.device_type = op->device_type;
+  r.device_id = op->device_id;
+  r.outcome = outcome;
+  copy_name(r.name, op->has_name ? op->name : "");
+  if (!self) {
+    tracer_->record_external(r);
+  } else if (!self->trace) {
+    tracer_->count_dropped();  // the worker's row could not be allocated
+  } else if (TraceRecord* slot = self->trace->reserve()) {
+    *slot = r;
+    self->trace->commit();
+  }
+}
+
+void Engine::stats(ordo_stats* out) const {
+  // Completions first: every op they count was pushed before, so pending is never negative.
+  int64_t done = completed_.load(std::memory_order_seq_cst) -
+                 internal_completed_.load(std::memory_order_seq_cst);
+  int64_t pushed = shared_lane_.pushed.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < num_lanes_; ++i)
+    pushed += lanes_[i].pushed.load(std::memory_order_acquire);
+  pushed -= internal_pushed_.load(std::memory_order_seq_cst);
+  if (done < 0) done = 0;
+  if (pushed < done) pushed = done;  // a snapshot taken while an internal op was in flight
+  int64_t skipped = skipped_.load(std::memory_order_relaxed);
+  int64_t failed = failures_.load(std::memory_order_relaxed) - skipped;
+  out->pushed = static_cast<uint64_t>(pushed);
+  out->completed = static_cast<uint64_t>(done);
+  out->pending = static_cast<uint64_t>(pushed - done);
+  out->failed = failed > 0 ? static_cast<uint64_t>(failed) : 0;
+  out->skipped = static_cast<uint64_t>(skipped);
+  out->workers = 0;
+  out->ready = 0;
+  for (const auto& g : groups_) {
+    if (!g) continue;
+    out->workers += static_cast<uint32_t>(g->running_threads());
+    out->ready += g->ready_depth();
+  }
+  out->trace_records = tracer_ ? tracer_->records() : 0;
+  out->trace_dropped = tracer_ ? tracer_->dropped() : 0;
+}
+
+ordo_status Engine::write_trace(const char* path) const {
+  if (!tracer_) {
+    return fail(ORDO_ERR_INVALID_STATE,
+                "ordo_engine_write_trace: tracing is off for this engine (set "
+                "ordo_engine_config.trace_path or ORDO_TRACE)");
+  }
+  return tracer_->write(path);
 }
 
 // ---------------------------------------------------------------------------------------------

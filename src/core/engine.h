@@ -17,6 +17,7 @@
 #include "core/var_table.h"
 #include "exec/worker_group.h"
 #include "ordo/ordo.h"
+#include "trace/tracer.h"
 
 namespace ordo {
 
@@ -81,6 +82,11 @@ class Engine {
   ordo_status defer(OpBlock* op, ordo_completion* out);
   ordo_status complete(uint32_t gen, uint32_t index, int32_t code, const char* message);
 
+  // --- observability (SPEC §9) ---
+  void stats(ordo_stats* out) const;
+  ordo_status write_trace(const char* path) const;
+  const Tracer* tracer() const { return tracer_.get(); }
+
   // --- waiting ---
   ordo_status wait_for_var(ordo_var v, const uint64_t* timeout_ns);
   ordo_status wait_for_all(const uint64_t* timeout_ns);
@@ -108,12 +114,14 @@ class Engine {
   void run_inline(OpBlock* op);
   void record_failure(ErrorRecord* r);
   void note_completed(Worker* self);
+  void trace_op(const OpBlock* op, Worker* self, uint64_t start_ns, TraceOutcome outcome);
   ordo_status wait_idle(const uint64_t* timeout_ns);
   Worker* current_worker() const;
 
   const uint32_t tag_;
   const uint64_t uid_;
-  const EngineConfig cfg_;
+  EngineConfig cfg_;                // set in the constructor; trace_path then points into tracer_
+  std::unique_ptr<Tracer> tracer_;  // nullptr: tracing off
   VarTable vars_;
   OpPool pool_{this};
   PreparedTable prepared_;
@@ -139,6 +147,13 @@ class Engine {
   std::condition_variable idle_cv_;
   std::mutex shutdown_mutex_;
   bool shut_down_ = false;
+
+  // Counters for ordo_engine_stats that the hot path does not need: internal ops (so that the
+  // caller's ops can be told apart) and the failure paths.
+  std::atomic<int64_t> internal_pushed_{0};
+  std::atomic<int64_t> internal_completed_{0};
+  std::atomic<int64_t> failures_{0};  // failed + skipped
+  std::atomic<int64_t> skipped_{0};
 
   std::mutex failure_mutex_;              // failure path only
   ErrorRecord* first_failure_ = nullptr;  // since the last ordo_wait_for_all

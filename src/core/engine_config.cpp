@@ -105,6 +105,10 @@ ordo_status resolve_engine_config(const ordo_engine_config* cfg, EngineConfig* o
                 static_cast<int>(cfg->kind));
   }
   out->kind = cfg->kind;
+  const char* env_trace = std::getenv("ORDO_TRACE");
+  out->trace_path = (cfg->trace_path && *cfg->trace_path) ? cfg->trace_path
+                    : (env_trace && *env_trace)           ? env_trace
+                                                          : nullptr;
   if (out->kind == ORDO_ENGINE_DEFAULT) {
     const char* s = std::getenv("ORDO_ENGINE");
     out->kind = ORDO_ENGINE_PER_DEVICE;

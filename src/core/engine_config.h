@@ -14,6 +14,9 @@ struct EngineConfig {
   int32_t cpu_priority_threads;
   int32_t copy_threads;
   int32_t max_pending;  // -1: no throttle
+  // Where to write the trace at shutdown; nullptr: tracing off. Borrowed from the caller's
+  // struct or the environment: the Engine copies it at once.
+  const char* trace_path;
 };
 
 // Fills `out` from `cfg` (already size-normalized, may be NULL). ORDO_ERR_INVALID_ARGUMENT

@@ -48,6 +48,14 @@ bool ReadyQueue::maybe_nonempty() const {
          deferred_.load(std::memory_order_seq_cst) != 0;
 }
 
+size_t ReadyQueue::approx_size() const {
+  size_t in = enqueue_pos_.load(std::memory_order_acquire);
+  size_t out = dequeue_pos_.load(std::memory_order_acquire);
+  size_t ring = in > out ? in - out : 0;  // a pop may have moved past our read of enqueue_pos_
+  return ring + overflow_count_.load(std::memory_order_relaxed) +
+         urgent_.load(std::memory_order_relaxed) + deferred_.load(std::memory_order_relaxed);
+}
+
 // Dmitry Vyukov's bounded MPMC queue: each cell's sequence number says whose turn it is.
 bool ReadyQueue::ring_push(OpBlock* op) {
   size_t pos = enqueue_pos_.load(std::memory_order_relaxed);

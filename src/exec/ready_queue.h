@@ -28,6 +28,8 @@ class ReadyQueue {
   // Whether anything was pushed and not yet popped, including an op whose ring cell is still
   // being written. Reads only what pushes change with seq_cst RMWs (see EventCount).
   bool maybe_nonempty() const;
+  // Ops pushed and not yet popped (approximate while others push and pop).
+  size_t approx_size() const;
 
  private:
   struct Cell {

@@ -64,6 +64,12 @@ class WorkDeque {
     return op;
   }
 
+  // Ops in the deque (approximate while the owner and thieves work).
+  size_t approx_size() const {
+    int64_t n = bottom_.load(std::memory_order_acquire) - top_.load(std::memory_order_acquire);
+    return n > 0 ? static_cast<size_t>(n) : 0;
+  }
+
   bool maybe_nonempty() const {
     return bottom_.load(std::memory_order_seq_cst) > top_.load(std::memory_order_seq_cst);
   }

@@ -60,6 +60,19 @@ void WorkerGroup::stop_and_join() {
   }
 }
 
+int32_t WorkerGroup::running_threads() {
+  if (stopping_.load(std::memory_order_acquire)) return 0;  // joined, or about to be
+  std::lock_guard<std::mutex> g(start_mutex_);
+  return static_cast<int32_t>(threads_vec_.size());
+}
+
+uint64_t WorkerGroup::ready_depth() {
+  std::lock_guard<std::mutex> g(start_mutex_);  // workers_ is built under it
+  uint64_t n = queue_.approx_size();
+  for (const auto& w : workers_) n += w->deque.approx_size();
+  return n;
+}
+
 void WorkerGroup::run(Worker* w) {
   engine_->enter_worker(w);
   for (;;) {

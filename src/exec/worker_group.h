@@ -16,6 +16,7 @@
 #include "exec/ready_queue.h"
 #include "exec/work_deque.h"
 #include "ordo/ordo.h"
+#include "trace/trace_buffer.h"
 
 namespace ordo {
 
@@ -25,11 +26,12 @@ class WorkerGroup;
 struct alignas(64) Worker {
   WorkerGroup* group = nullptr;
   int32_t index = 0;
-  OpBlock* next = nullptr;   // a ready op this worker runs next (no queue round trip)
-  uint32_t unflushed = 0;    // completions not yet added to the engine's completed count
-  OpCache cache;             // private free OpBlocks
-  PushLane* lane = nullptr;  // counts the pushes this worker's ops make
-  WorkDeque deque;           // ops this worker made ready; other workers of the group steal
+  OpBlock* next = nullptr;       // a ready op this worker runs next (no queue round trip)
+  uint32_t unflushed = 0;        // completions not yet added to the engine's completed count
+  OpCache cache;                 // private free OpBlocks
+  PushLane* lane = nullptr;      // counts the pushes this worker's ops make
+  WorkDeque deque;               // ops this worker made ready; other workers of the group steal
+  TraceBuffer* trace = nullptr;  // this worker's trace row; nullptr when tracing is off
 };
 
 class WorkerGroup {
@@ -59,6 +61,10 @@ class WorkerGroup {
   }
   void stop_and_join();
   Engine* engine() const { return engine_; }
+  const char* role() const { return role_; }
+  // Threads running, and ops ready and not yet taken (approximate while workers run).
+  int32_t running_threads();
+  uint64_t ready_depth();
 
  private:
   ordo_status start();

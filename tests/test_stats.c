@@ -1,0 +1,199 @@
+/*
+ * §9 counters: ordo_engine_stats counts the caller's ops (pushed, completed, failed, skipped,
+ * pending, ready) and leaves out the internal ops of var deletes, clear_error and waits.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "test_util.h"
+
+TestSuite(stats, .timeout = 30.0);
+
+static int32_t g_kind;
+#define ST(expr, want) TU_ASSERT_ST(expr, want, tu_kind_name(g_kind))
+
+static ordo_engine* make_engine(int32_t kind) {
+  ordo_engine* e = NULL;
+  g_kind = kind;
+  ST(tu_engine_create(kind, 2, &e), ORDO_OK);
+  return e;
+}
+
+static ordo_stats stats_of(ordo_engine* e) {
+  ordo_stats s;
+  memset(&s, 0xAB, sizeof s);
+  s.struct_size = sizeof s;
+  ST(ordo_engine_stats(e, &s), ORDO_OK);
+  return s;
+}
+
+static int32_t return_code(ordo_exec* exec, void* user_data) {
+  (void)exec;
+  return (int32_t)(intptr_t)user_data;
+}
+
+/* Says it started (gate[1] = 1), then blocks until gate[0] is non-zero: keeps later ops on its
+ * var pending. */
+static int32_t gate_fn(ordo_exec* exec, void* user_data) {
+  (void)exec;
+  atomic_int* gate = (atomic_int*)user_data;
+  atomic_store(&gate[1], 1);
+  tu_wait_ge(&gate[0], 1, 10000);
+  return 0;
+}
+
+Test(stats, fresh_engine_counts_nothing_and_reports_its_workers) {
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_all_kinds[k]);
+    ordo_stats s = stats_of(e);
+    cr_assert_eq(s.struct_size, sizeof s);
+    cr_assert_eq(s.pushed, 0);
+    cr_assert_eq(s.completed, 0);
+    cr_assert_eq(s.failed, 0);
+    cr_assert_eq(s.skipped, 0);
+    cr_assert_eq(s.pending, 0);
+    cr_assert_eq(s.ready, 0);
+    cr_assert_eq(s.trace_records, 0, "tracing is off");
+    cr_assert_eq(s.workers, tu_all_kinds[k] == ORDO_ENGINE_NAIVE ? 0u : 2u, "%s: %u workers",
+                 tu_kind_name(tu_all_kinds[k]), s.workers);
+    ST(ordo_engine_destroy(e), ORDO_OK);
+  }
+}
+
+Test(stats, counts_pushes_completions_failures_and_skips) {
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_all_kinds[k]);
+    ordo_var a, b;
+    ST(ordo_var_new(e, &a), ORDO_OK);
+    ST(ordo_var_new(e, &b), ORDO_OK);
+    for (int i = 0; i < 100; ++i) {
+      ST(ordo_opr_push(e, return_code, (void*)0, NULL, 0, &a, 1, NULL), ORDO_OK);
+    }
+    ST(ordo_opr_push(e, return_code, (void*)7, NULL, 0, &b, 1, NULL), ORDO_OK); /* fails */
+    ST(ordo_opr_push(e, return_code, (void*)0, &b, 1, NULL, 0, NULL), ORDO_OK); /* skipped */
+    ST(ordo_opr_push(e, return_code, (void*)0, NULL, 0, &b, 1, NULL), ORDO_OK); /* skipped */
+    ST(ordo_wait_for_all(e), ORDO_ERR_OP_FAILED);
+    ordo_stats s = stats_of(e);
+    cr_assert_eq(s.pushed, 103, "%s: pushed %llu", tu_kind_name(g_kind),
+                 (unsigned long long)s.pushed);
+    cr_assert_eq(s.completed, 103);
+    cr_assert_eq(s.failed, 1);
+    cr_assert_eq(s.skipped, 2);
+    cr_assert_eq(s.pending, 0);
+    cr_assert_eq(s.ready, 0);
+    ST(ordo_engine_destroy(e), ORDO_OK);
+  }
+}
+
+Test(stats, internal_ops_of_deletes_clears_and_waits_are_not_counted) {
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_all_kinds[k]);
+    ordo_var v, w;
+    ST(ordo_var_new(e, &v), ORDO_OK);
+    ST(ordo_var_new(e, &w), ORDO_OK);
+    ST(ordo_opr_push(e, return_code, (void*)0, NULL, 0, &v, 1, NULL), ORDO_OK);
+    ST(ordo_wait_for_var(e, v), ORDO_OK);
+    ST(ordo_var_clear_error(e, v), ORDO_OK);
+    ST(ordo_var_delete(e, v), ORDO_OK);
+    ST(ordo_var_delete(e, w), ORDO_OK);
+    ST(ordo_wait_for_all(e), ORDO_OK);
+    ordo_stats s = stats_of(e);
+    cr_assert_eq(s.pushed, 1, "%s: pushed %llu", tu_kind_name(g_kind),
+                 (unsigned long long)s.pushed);
+    cr_assert_eq(s.completed, 1);
+    cr_assert_eq(s.pending, 0);
+    ST(ordo_engine_destroy(e), ORDO_OK);
+  }
+}
+
+Test(stats, pending_and_ready_while_ops_wait) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_POOLED);
+  atomic_int gate[2];
+  atomic_init(&gate[0], 0);
+  atomic_init(&gate[1], 0);
+  ordo_var v;
+  ST(ordo_var_new(e, &v), ORDO_OK);
+  ST(ordo_opr_push(e, gate_fn, gate, NULL, 0, &v, 1, NULL), ORDO_OK);
+  for (int i = 0; i < 5; ++i) {
+    ST(ordo_opr_push(e, return_code, (void*)0, &v, 1, NULL, 0, NULL), ORDO_OK);
+  }
+  cr_assert(tu_wait_eq(&gate[1], 1, 10000), "the gate op never started");
+  ordo_stats s = stats_of(e);
+  cr_assert_eq(s.pushed, 6);
+  cr_assert_eq(s.pending, 6, "the gate holds every reader behind it");
+  cr_assert_eq(s.completed, 0);
+  cr_assert_eq(s.ready, 0, "the gate runs, the readers wait on the var: nothing is queued");
+  atomic_store(&gate[0], 1);
+  ST(ordo_wait_for_all(e), ORDO_OK);
+  s = stats_of(e);
+  cr_assert_eq(s.pending, 0);
+  cr_assert_eq(s.completed, 6);
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}
+
+Test(stats, failing_async_completion_counts_as_failed) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  tu_deferred d;
+  tu_deferred_init(&d);
+  ordo_var v;
+  ST(ordo_var_new(e, &v), ORDO_OK);
+  ST(ordo_opr_push(e, tu_defer_fn, &d, NULL, 0, &v, 1, NULL), ORDO_OK);
+  ordo_completion c = tu_deferred_wait(&d, 5000);
+  cr_assert_neq(c, 0);
+  ordo_stats s = stats_of(e);
+  cr_assert_eq(s.pending, 1, "a deferred op is pending until ordo_complete");
+  ST(ordo_complete(c, 9, "device lost"), ORDO_OK);
+  ST(ordo_wait_for_all(e), ORDO_ERR_OP_FAILED);
+  s = stats_of(e);
+  cr_assert_eq(s.failed, 1);
+  cr_assert_eq(s.completed, 1);
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}
+
+Test(stats, writes_no_more_than_the_callers_struct_size) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_POOLED);
+  ordo_var v;
+  ST(ordo_var_new(e, &v), ORDO_OK);
+  ST(ordo_opr_push(e, return_code, (void*)0, NULL, 0, &v, 1, NULL), ORDO_OK);
+  ST(ordo_wait_for_all(e), ORDO_OK);
+  /* An older caller whose struct ends after `pushed`. */
+  size_t old_size = offsetof(ordo_stats, pushed) + sizeof(uint64_t);
+  unsigned char buf[sizeof(ordo_stats)];
+  memset(buf, 0xCD, sizeof buf);
+  uint32_t size32 = (uint32_t)old_size;
+  memcpy(buf, &size32, sizeof size32);
+  ST(ordo_engine_stats(e, (ordo_stats*)(void*)buf), ORDO_OK);
+  uint64_t pushed;
+  memcpy(&pushed, buf + offsetof(ordo_stats, pushed), sizeof pushed);
+  cr_assert_eq(pushed, 1);
+  for (size_t i = old_size; i < sizeof buf; ++i) {
+    cr_assert_eq(buf[i], 0xCD, "byte %zu past the caller's struct was written", i);
+  }
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}
+
+Test(stats, bad_arguments_are_reported) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_POOLED);
+  ordo_stats s;
+  s.struct_size = sizeof s;
+  ST(ordo_engine_stats(NULL, &s), ORDO_ERR_INVALID_ARGUMENT);
+  ST(ordo_engine_stats(e, NULL), ORDO_ERR_INVALID_ARGUMENT);
+  s.struct_size = 0;
+  ST(ordo_engine_stats(e, &s), ORDO_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(ordo_last_error_message(), "struct_size") != NULL);
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}
+
+Test(stats, readable_after_destroy_while_retained) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  ordo_var v;
+  ST(ordo_var_new(e, &v), ORDO_OK);
+  ST(ordo_opr_push(e, return_code, (void*)0, NULL, 0, &v, 1, NULL), ORDO_OK);
+  ST(ordo_engine_retain(e), ORDO_OK);
+  ST(ordo_engine_destroy(e), ORDO_OK); /* drains: the op completes */
+  ordo_stats s = stats_of(e);
+  cr_assert_eq(s.pushed, 1);
+  cr_assert_eq(s.completed, 1);
+  cr_assert_eq(s.workers, 0, "the workers are joined");
+  ST(ordo_engine_release(e), ORDO_OK);
+}
