@@ -548,20 +548,30 @@ void Engine::execute(OpBlock* op, Worker* self) {
     case OpKind::kPrepared:
       break;
   }
+  // One test of tracer_ per op: the untraced instance has no tracing code at all.
+  if (__builtin_expect(tracer_ != nullptr, 0)) {
+    run_user_op<true>(op, self);
+  } else {
+    run_user_op<false>(op, self);
+  }
+}
+
+template <bool kTraced>
+void Engine::run_user_op(OpBlock* op, Worker* self) {
   VarLink* links = op->links();
   for (uint32_t i = 0; i < op->num_links; ++i) {  // both of the var's lines, for finalize
     __builtin_prefetch(links[i].var, 1);
     __builtin_prefetch(reinterpret_cast<char*>(links[i].var) + 64, 1);
   }
-  const uint64_t start_ns = tracer_ ? tracer_->now_ns() : 0;
+  const uint64_t start_ns = kTraced ? tracer_->now_ns() : 0;
   if (ErrorRecord* inherited = first_error_of(op)) {
     skipped_.fetch_add(1, std::memory_order_relaxed);
-    if (tracer_) trace_op(op, self, start_ns, TraceOutcome::kSkipped);
+    if (kTraced) trace_op(op, self, start_ns, TraceOutcome::kSkipped);
     finalize(op, ErrorRecord::retain(inherited), self);  // skipped: passes the error on
     return;
   }
   ErrorRecord* failure = call_user(op);
-  if (tracer_) {
+  if (kTraced) {
     trace_op(op, self, start_ns,
              op->deferred ? TraceOutcome::kDeferred
                           : (failure ? TraceOutcome::kFailed : TraceOutcome::kOk));

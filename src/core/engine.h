@@ -114,6 +114,8 @@ class Engine {
   void run_inline(OpBlock* op);
   void record_failure(ErrorRecord* r);
   void note_completed(Worker* self);
+  template <bool kTraced>
+  void run_user_op(OpBlock* op, Worker* self);
   void trace_op(const OpBlock* op, Worker* self, uint64_t start_ns, TraceOutcome outcome);
   ordo_status wait_idle(const uint64_t* timeout_ns);
   Worker* current_worker() const;
