@@ -74,15 +74,16 @@ ordo_status make_spec(const char* fn_name, ordo_fn fn, void* user_data, const or
   if (!fn) return null_arg(fn_name, "fn");
   if (ordo_status s = check_var_list(fn_name, cv, nc, "const_vars")) return s;
   if (ordo_status s = check_var_list(fn_name, mv, nm, "mutable_vars")) return s;
+  spec->fn = fn;
+  spec->user_data = user_data;
+  if (!opts) return ORDO_OK;  // OpSpec's defaults are the push defaults: nothing to copy
   ordo_push_opts o = default_push_opts();
-  if (opts) {
+  {
     if (ordo_status s = read_struct(opts, &o, "ordo_push_opts")) return s;
     if (o.next) {
       return fail(ORDO_ERR_UNSUPPORTED, "%s: ordo_push_opts.next must be NULL", fn_name);
     }
   }
-  spec->fn = fn;
-  spec->user_data = user_data;
   spec->free_fn = o.free_fn;
   spec->priority = o.priority;
   spec->prop = o.prop;

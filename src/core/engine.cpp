@@ -255,6 +255,14 @@ ordo_status Engine::var_get_error(ordo_var h, int32_t* code, char* buf, size_t c
 // Pushing
 
 ordo_status Engine::route(int32_t prop, int32_t device_type, int32_t device_id, WorkerGroup** out) {
+  // Nearly every push: a normal CPU op on a started group (or inline, for the naive kind).
+  if (prop == ORDO_PROP_NORMAL && device_type == ORDO_DEVICE_CPU && device_id == 0) {
+    WorkerGroup* g = route_[ORDO_PROP_NORMAL];
+    if (!g || g->started()) {
+      *out = g;
+      return ORDO_OK;
+    }
+  }
   if (prop < ORDO_PROP_NORMAL || prop > ORDO_PROP_ASYNC) {
     return fail(ORDO_ERR_INVALID_ARGUMENT, "ordo_push_opts.prop=%d is not an ORDO_PROP_*",
                 static_cast<int>(prop));

@@ -51,6 +51,7 @@ ordo_status VarRefs::add(const VarTable& table, uint32_t engine_tag, ordo_var h,
 }
 
 void VarRefs::sort_and_merge() {
+  if (size_ < 2) return;  // the common single-var op: nothing to order or merge
   VarRef* r = data();
   auto by_index = [](const VarRef& a, const VarRef& b) { return a.index < b.index; };
   if (size_ <= kInline) {

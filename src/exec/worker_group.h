@@ -40,6 +40,7 @@ class WorkerGroup {
   ~WorkerGroup();
 
   // Starts the threads if not yet started. ORDO_OK or ORDO_ERR_NO_MEMORY.
+  bool started() const { return started_.load(std::memory_order_acquire); }
   ordo_status ensure_started() {
     return started_.load(std::memory_order_acquire) ? ORDO_OK : start();
   }
