@@ -14,5 +14,8 @@ echo "== heap allocations on the hot path"
 echo "== consumer built against the installed ordo.pc"
 bash "$here/install_consumer.sh" "$build"
 
+echo "== stress checker against a sequential model, short (make stress runs 10M ops)"
+"$build/tests/ordo_stress" --ops 500000
+
 echo "== Criterion suite"
 "$build/tests/ordo_tests" --jobs=2
