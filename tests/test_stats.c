@@ -197,3 +197,26 @@ Test(stats, readable_after_destroy_while_retained) {
   cr_assert_eq(s.workers, 0, "the workers are joined");
   ST(ordo_engine_release(e), ORDO_OK);
 }
+
+Test(stats, rejected_pushes_are_not_counted) {
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_all_kinds[k]);
+    ordo_var v, live;
+    ST(ordo_var_new(e, &v), ORDO_OK);
+    ST(ordo_var_new(e, &live), ORDO_OK);
+    ST(ordo_var_delete(e, v), ORDO_OK);
+    /* Stale: caught under the var's lock, after the push was counted on its lane. */
+    ST(ordo_opr_push(e, return_code, (void*)0, NULL, 0, &v, 1, NULL), ORDO_ERR_INVALID_HANDLE);
+    ST(ordo_opr_push(e, return_code, (void*)0, &live, 1, &v, 1, NULL), ORDO_ERR_INVALID_HANDLE);
+    ST(ordo_var_clear_error(e, v), ORDO_ERR_INVALID_HANDLE);
+    ST(ordo_opr_push(e, return_code, (void*)0, NULL, 0, &live, 1, NULL), ORDO_OK);
+    ST(ordo_wait_for_all(e), ORDO_OK);
+    ordo_stats s = stats_of(e);
+    cr_assert_eq(s.pushed, 1, "%s: pushed %llu", tu_kind_name(g_kind),
+                 (unsigned long long)s.pushed);
+    cr_assert_eq(s.completed, 1, "%s: completed %llu", tu_kind_name(g_kind),
+                 (unsigned long long)s.completed);
+    cr_assert_eq(s.pending, 0);
+    ST(ordo_engine_destroy(e), ORDO_OK);
+  }
+}

@@ -369,7 +369,8 @@ ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef
   bool ready = false;
   if (ordo_status s = enqueue_on_vars(op, refs, n, &ready)) {
     pool_.release(op, nullptr);  // through the pool's locked shards: the lane may be shared
-    add_completed(1);            // the count stays; this balances it
+    rejected_.fetch_add(1, std::memory_order_relaxed);  // before: stats never see it completed
+    add_completed(1);  // the count stays; this balances it
     return s;
   }
   // Not kept by this worker even if it could: the pusher may be an op that waits for it.
@@ -768,12 +769,15 @@ void Engine::trace_op(const OpBlock* op, Worker* self, uint64_t start_ns, TraceO
 
 void Engine::stats(ordo_stats* out) const {
   // Completions first: every op they count was pushed before, so pending is never negative.
+  // A push rejected after its lane counted it (a stale var) is counted as completed too, to keep
+  // pending right; neither count shows it.
+  const int64_t rejected = rejected_.load(std::memory_order_seq_cst);
   int64_t done = completed_.load(std::memory_order_seq_cst) -
-                 internal_completed_.load(std::memory_order_seq_cst);
+                 internal_completed_.load(std::memory_order_seq_cst) - rejected;
   int64_t pushed = shared_lane_.pushed.load(std::memory_order_acquire);
   for (uint32_t i = 0; i < num_lanes_; ++i)
     pushed += lanes_[i].pushed.load(std::memory_order_acquire);
-  pushed -= internal_pushed_.load(std::memory_order_seq_cst);
+  pushed -= internal_pushed_.load(std::memory_order_seq_cst) + rejected;
   if (done < 0) done = 0;
   if (pushed < done) pushed = done;  // a snapshot taken while an internal op was in flight
   int64_t skipped = skipped_.load(std::memory_order_relaxed);

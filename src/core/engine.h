@@ -156,6 +156,7 @@ class Engine {
   std::atomic<int64_t> internal_completed_{0};
   std::atomic<int64_t> failures_{0};  // failed + skipped
   std::atomic<int64_t> skipped_{0};
+  std::atomic<int64_t> rejected_{0};  // pushes that failed after their lane counted them
 
   std::mutex failure_mutex_;              // failure path only
   ErrorRecord* first_failure_ = nullptr;  // since the last ordo_wait_for_all
