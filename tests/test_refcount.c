@@ -2,6 +2,7 @@
  * (SPEC §6, header: ordo_engine_retain / ordo_engine_release). */
 #include <criterion/criterion.h>
 #include <ordo/ordo.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,4 +300,51 @@ Test(refcount, freed_pointer_stays_invalid_after_new_engines) {
   }
   check_all_invalid_handle(e, "freed engine after 8 new engines");
   for (int i = 0; i < 8; i++) cr_assert_eq(ordo_engine_destroy(live[i]), ORDO_OK);
+}
+
+/* The last release shuts down like destroy, which waits for deferred ops: the completion that
+ * finishes them must still be accepted while the release waits (found by fuzz_handles). */
+static _Atomic uint64_t g_deferred_handle;
+static atomic_int g_late_complete_status;
+
+static int32_t op_defer_only(ordo_exec* x, void* ud) {
+  (void)ud;
+  ordo_completion c = 0;
+  ordo_exec_defer(x, &c);
+  atomic_store(&g_deferred_handle, c);
+  return 0;
+}
+
+static void* complete_after_100ms(void* arg) {
+  (void)arg;
+  sleep_ms(100); /* the main thread is inside the last ordo_engine_release by now */
+  atomic_store(&g_late_complete_status, ordo_complete(atomic_load(&g_deferred_handle), 0, NULL));
+  return NULL;
+}
+
+static void check_last_release_waits_for_deferred_op(int32_t kind) {
+  ordo_engine* e = make_engine(kind);
+  atomic_store(&g_deferred_handle, 0);
+  atomic_store(&g_late_complete_status, -1);
+  ordo_var v;
+  cr_assert_eq(ordo_var_new(e, &v), ORDO_OK);
+  cr_assert_eq(ordo_opr_push(e, op_defer_only, NULL, NULL, 0, &v, 1, NULL), ORDO_OK);
+  for (int i = 0; i < 5000 && atomic_load(&g_deferred_handle) == 0; ++i) sleep_ms(1);
+  cr_assert_neq(atomic_load(&g_deferred_handle), 0, "the op never deferred");
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, complete_after_100ms, NULL), 0);
+  cr_assert_eq(ordo_engine_release(e), ORDO_OK); /* the creator's, and last, reference */
+  pthread_join(t, NULL);
+  cr_assert_eq(atomic_load(&g_late_complete_status), ORDO_OK,
+               "ordo_complete during the last release: %s",
+               ordo_status_string(atomic_load(&g_late_complete_status)));
+  cr_assert_eq(ordo_engine_retain(e), ORDO_ERR_INVALID_HANDLE, "the engine is freed after");
+}
+
+Test(refcount, last_release_waits_for_deferred_op_naive, .timeout = 10.0) {
+  check_last_release_waits_for_deferred_op(ORDO_ENGINE_NAIVE);
+}
+
+Test(refcount, last_release_waits_for_deferred_op_per_device, .timeout = 10.0) {
+  check_last_release_waits_for_deferred_op(ORDO_ENGINE_PER_DEVICE);
 }

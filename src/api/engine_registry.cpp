@@ -131,9 +131,20 @@ Engine* try_retain(EngineSlot* s) {
 }
 
 void release_slot(EngineSlot* s) {
-  if (s->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  int64_t r = s->refs.load(std::memory_order_acquire);
+  for (;;) {
+    if (r == 1) {
+      // The last reference drains the engine *before* it lets go: while it still counts, the
+      // ordo_complete of a deferred op can take a temporary reference and finish that op, which
+      // the drain waits for. Dropping to 0 first would refuse that completion and wait forever.
+      if (Engine* engine = s->engine.load(std::memory_order_acquire)) engine->shutdown();
+      if (s->refs.compare_exchange_strong(r, 0, std::memory_order_acq_rel)) break;
+      continue;  // a completion took a reference meanwhile; it drops it itself
+    }
+    if (s->refs.compare_exchange_weak(r, r - 1, std::memory_order_acq_rel)) return;
+  }
   Engine* engine = s->engine.load(std::memory_order_acquire);
-  delete engine;  // shuts down first if destroy was never called
+  delete engine;  // already shut down
   s->creator_ref.store(false, std::memory_order_relaxed);
   s->engine.store(nullptr, std::memory_order_release);
 }
