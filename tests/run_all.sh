@@ -17,5 +17,11 @@ bash "$here/install_consumer.sh" "$build"
 echo "== stress checker against a sequential model, short (make stress runs 10M ops)"
 "$build/tests/ordo_stress" --ops 500000
 
+echo "== the suite under ASan+UBSan (Criterion) and TSan (Criterion shim), in $build-asan, $build-tsan"
+bash "$here/run_sanitizers.sh" "$build"
+
+echo "== the suite under valgrind memcheck (Criterion shim)"
+bash "$here/run_valgrind.sh" "$build"
+
 echo "== Criterion suite"
 "$build/tests/ordo_tests" --jobs=2
