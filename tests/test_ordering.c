@@ -629,3 +629,62 @@ Test(ordering, each_threads_program_order_is_kept_per_var) {
     destroy_engine(e);
   }
 }
+
+/* ---- readers that arrive while a writer runs join the readers queued before it ---- */
+
+typedef struct {
+  atomic_int started; /* set when the op begins */
+  atomic_int release; /* the op returns once this is set */
+} gate;
+
+static int32_t gated(ordo_exec* x, void* ud) {
+  (void)x;
+  gate* g = ud;
+  atomic_store(&g->started, 1);
+  tu_wait_ge(&g->release, 1, 10000);
+  return 0;
+}
+
+typedef struct {
+  atomic_int inside;
+  atomic_int met;
+} rendezvous;
+
+/* Waits (bounded) for a second reader to be inside, then until both have seen each other. */
+static int32_t meet(ordo_exec* x, void* ud) {
+  (void)x;
+  rendezvous* r = ud;
+  atomic_fetch_add(&r->inside, 1);
+  if (tu_wait_ge(&r->inside, 2, 2000)) atomic_fetch_add(&r->met, 1);
+  tu_wait_ge(&r->met, 2, 2000);
+  return 0;
+}
+
+/* R0 runs; W1 and R2 queue; R0 completes and W1 runs; R3 arrives while W1 runs. When W1
+ * completes, R2 and R3 (no write between them) must be able to run together. The engine once
+ * granted only R2, holding R3 back until R2 finished (found by fuzz_var_queue). */
+Test(ordering, readers_queued_in_two_batches_behind_a_writer_run_together) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_POOLED);
+  ordo_var v;
+  cr_assert_eq(ordo_var_new(e, &v), ORDO_OK);
+  gate r0, w1;
+  atomic_init(&r0.started, 0);
+  atomic_init(&r0.release, 0);
+  atomic_init(&w1.started, 0);
+  atomic_init(&w1.release, 0);
+  rendezvous rv;
+  atomic_init(&rv.inside, 0);
+  atomic_init(&rv.met, 0);
+  cr_assert_eq(ordo_opr_push(e, gated, &r0, &v, 1, NULL, 0, NULL), ORDO_OK);
+  cr_assert(tu_wait_eq(&r0.started, 1, 5000));
+  cr_assert_eq(ordo_opr_push(e, gated, &w1, NULL, 0, &v, 1, NULL), ORDO_OK);
+  cr_assert_eq(ordo_opr_push(e, meet, &rv, &v, 1, NULL, 0, NULL), ORDO_OK); /* R2 */
+  atomic_store(&r0.release, 1);
+  cr_assert(tu_wait_eq(&w1.started, 1, 5000), "the writer never started");
+  cr_assert_eq(ordo_opr_push(e, meet, &rv, &v, 1, NULL, 0, NULL), ORDO_OK); /* R3 */
+  atomic_store(&w1.release, 1);
+  cr_assert_eq(ordo_wait_for_all(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&rv.met), 2, "R2 and R3 did not run together (%d met)",
+               atomic_load(&rv.met));
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+}

@@ -24,7 +24,8 @@
 // last active access becomes the var's only *processor*: it owns the private FIFO, takes the
 // whole inbox generation in one CAS (granting its oldest link in the same CAS when that is a
 // writer), appends it to the FIFO as a segment without walking it, and grants the FIFO head:
-// one writer, or the leading readers. A writer that completes with another writer at the FIFO
+// one writer, or the leading readers (with the readers of younger inbox generations, up to the
+// next writer). A writer that completes with another writer at the FIFO
 // head hands its grant straight on without touching `word`: a chain of writes pays for `word`
 // once per inbox generation, not once per op, while the pusher keeps appending on its own core.
 // The processor follows `next` only as it grants; if a pusher has published a link but not yet
@@ -206,17 +207,29 @@ struct alignas(64) VarSlot {
     VarLink* granted = nullptr;
     VarLink* granted_tail = nullptr;
     uint64_t k = 0;
-    while (fifo_head && !fifo_head->write && k < kMaxReaders) {
-      VarLink* l = pop();
-      if (granted_tail) {
-        granted_tail->next.store(l, std::memory_order_relaxed);
-      } else {
-        granted = l;
+    uint64_t w;
+    for (;;) {
+      while (fifo_head && !fifo_head->write && k < kMaxReaders) {
+        VarLink* l = pop();
+        if (granted_tail) {
+          granted_tail->next.store(l, std::memory_order_relaxed);
+        } else {
+          granted = l;
+        }
+        granted_tail = l;
+        ++k;
       }
-      granted_tail = l;
-      ++k;
+      w = word.load(std::memory_order_acquire);
+      // Readers of a younger inbox generation join the group when no write comes between: else
+      // a writer followed by a stream of readers would run them in waves (found by
+      // fuzz_var_queue). As in process(), only this processor empties the inbox.
+      VarLink* youngest = inbox(w);
+      if (fifo_head || !youngest || inbox_oldest->write || k >= kMaxReaders) break;
+      if (word.compare_exchange_weak(w, w & ~kInboxMask, std::memory_order_acq_rel,
+                                     std::memory_order_relaxed)) {
+        append_segment(inbox_oldest, youngest);
+      }
     }
-    uint64_t w = word.load(std::memory_order_relaxed);
     for (;;) {
       uint64_t next;
       if (!fifo_head && !inbox(w)) {
