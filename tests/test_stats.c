@@ -195,6 +195,17 @@ Test(stats, readable_after_destroy_while_retained) {
   cr_assert_eq(s.pushed, 1);
   cr_assert_eq(s.completed, 1);
   cr_assert_eq(s.workers, 0, "the workers are joined");
+  /* The header: work-adding calls say SHUTDOWN, read-only queries still answer. */
+  int32_t code = -1;
+  ST(ordo_var_get_error(e, v, &code, NULL, 0), ORDO_OK);
+  cr_assert_eq(code, 0);
+  ordo_engine_config got;
+  ordo_engine_config_init(&got);
+  ST(ordo_engine_get_config(e, &got), ORDO_OK);
+  ordo_var w;
+  ST(ordo_var_new(e, &w), ORDO_ERR_SHUTDOWN);
+  ST(ordo_opr_push(e, return_code, (void*)0, NULL, 0, &v, 1, NULL), ORDO_ERR_SHUTDOWN);
+  ST(ordo_wait_for_all(e), ORDO_ERR_SHUTDOWN);
   ST(ordo_engine_release(e), ORDO_OK);
 }
 

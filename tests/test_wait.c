@@ -538,3 +538,20 @@ Test(wait, waits_with_bad_handles) {
     destroy_engine(e);
   }
 }
+
+/* A wait that returned leaves nothing of its own on the var: an immediate zero-timeout wait
+ * finds the var idle (the signal op used to release the var after waking the waiter). */
+Test(wait, a_returned_wait_leaves_the_var_idle) {
+  for (int k = 0; k < TU_NUM_THREADED_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_threaded_kinds[k]);
+    ordo_var v = new_var(e);
+    atomic_int ran;
+    atomic_init(&ran, 0);
+    for (int i = 0; i < 2000; ++i) {
+      ST(ordo_opr_push(e, tu_count_fn, &ran, NULL, 0, &v, 1, NULL), ORDO_OK);
+      ST(ordo_wait_for_var(e, v), ORDO_OK);
+      ST(ordo_wait_for_var_timeout(e, v, 0), ORDO_OK);
+    }
+    destroy_engine(e);
+  }
+}

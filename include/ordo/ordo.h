@@ -200,7 +200,10 @@ ORDO_API ordo_status ordo_engine_create(const ordo_engine_config* cfg, ordo_engi
  * Shuts the engine down: new pushes return ORDO_ERR_SHUTDOWN at once, every op pushed before
  * runs to completion (deferred ops included: destroy waits for their ordo_complete), worker
  * threads are joined, and the creator's reference is dropped (memory goes with the last
- * reference). Calls through other references return ORDO_ERR_SHUTDOWN afterwards.
+ * reference). Through other references afterwards, calls that would add work (pushes, var
+ * new/delete/clear_error, waits) return ORDO_ERR_SHUTDOWN; read-only queries
+ * (ordo_var_get_error, ordo_engine_get_config, ordo_engine_stats, ordo_engine_write_trace) and
+ * ordo_opr_delete still work, so a binding can read results and free what it holds.
  * Errors: WOULD_DEADLOCK when called from inside an op of this engine (nothing happens);
  * SHUTDOWN when destroy was already called and the engine is still referenced elsewhere;
  * INVALID_HANDLE when the engine is already freed.

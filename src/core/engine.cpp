@@ -77,12 +77,17 @@ ErrorRecord* first_error_of(OpBlock* op) {
   return nullptr;
 }
 
-void signal_waiter(OpBlock* op) {
+// What the waiter will report: the var's error, read while the signal op holds its grant.
+Waiter* collect_wait_result(OpBlock* op) {
   auto* w = static_cast<Waiter*>(op->internal);
   if (ErrorRecord* e = first_error_of(op)) {
     w->code = e->code;
     std::memcpy(w->text, e->text, sizeof w->text);
   }
+  return w;
+}
+
+void wake_waiter(Waiter* w) {
   {
     std::lock_guard<std::mutex> g(w->mutex);
     w->done = true;
@@ -370,7 +375,7 @@ ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef
   if (ordo_status s = enqueue_on_vars(op, refs, n, &ready)) {
     pool_.release(op, nullptr);  // through the pool's locked shards: the lane may be shared
     rejected_.fetch_add(1, std::memory_order_relaxed);  // before: stats never see it completed
-    add_completed(1);  // the count stays; this balances it
+    add_completed(1);                                   // the count stays; this balances it
     return s;
   }
   // Not kept by this worker even if it could: the pusher may be an op that waits for it.
@@ -543,11 +548,15 @@ ordo_status Engine::prepared_delete(ordo_opr opr) {
 void Engine::execute(OpBlock* op, Worker* self) {
   BusyScope busy(this);
   switch (op->kind) {
-    case OpKind::kWaitSignal:
-      signal_waiter(op);
+    case OpKind::kWaitSignal: {
+      Waiter* w = collect_wait_result(op);
       internal_completed_.fetch_add(1, std::memory_order_relaxed);
+      // Release the var before waking the waiter: a wait that returns must leave the var idle
+      // behind it, or an immediate wait_for_var_timeout(v, 0) would find this op still there.
       finalize(op, nullptr, self);
+      wake_waiter(w);
       return;
+    }
     case OpKind::kClearError:
     case OpKind::kDeleteVar:
       internal_completed_.fetch_add(1, std::memory_order_relaxed);
