@@ -23,5 +23,8 @@ bash "$here/run_sanitizers.sh" "$build"
 echo "== the suite under valgrind memcheck (Criterion shim)"
 bash "$here/run_valgrind.sh" "$build"
 
+echo "== libFuzzer harnesses: saved regressions, then 20 s each (make fuzz runs longer)"
+bash "$here/../fuzz/run.sh" 20
+
 echo "== Criterion suite"
 "$build/tests/ordo_tests" --jobs=2

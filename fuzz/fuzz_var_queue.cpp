@@ -1,0 +1,366 @@
+// fuzz_var_queue: ordo::VarSlot, the per-variable dependency queue, driven directly on one thread.
+//
+// The input is a sequence of steps: pushes (an op's accesses arriving at its vars in index order,
+// as Engine::enqueue_on_vars does, possibly with other steps between two arrivals, as happens when
+// workers complete ops while a pusher holds its locks) and completions of running ops (their
+// accesses completed in link order, as Engine::finalize does, possibly one access per step).
+// Every order this produces is one a real run could produce.
+//
+// The oracle is a reference model: per var, the plain list of accesses that arrived and are not
+// completed, in arrival order. An access may run when it is a write at the head of the list, or a
+// read with no write before it. After every step the slot must agree with it exactly:
+//   - every access that may run is granted, and no other (no ordering violation, no stall, and
+//     readers with no write between them run together);
+//   - arrival (var_slot.h): arrive() grants exactly when the var is idle, or when it is a read and
+//     only readers are active with nothing waiting (kShared);
+//   - complete() returns, as its grant chain, only accesses that were not granted before;
+//   - each op is triggered (pusher's count, or settle_grants reaching zero) exactly once, when
+//     all of its accesses are granted, and its wait counter equals its missing grants;
+//   - the state word matches var_slot.h's description: 0 (kIdle) exactly when nothing is pending,
+//     the reader count equals the active readers, kWriter is set exactly while a writer is
+//     active, nothing waits while kShared, and an empty slot has an empty private FIFO.
+// Any difference, double trigger or missed trigger aborts. At the end every op must drain.
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/var_slot.h"
+#include "fuzz_check.h"
+#include "fuzz_input.h"
+
+namespace {
+
+using ordo::OpBlock;
+using ordo::VarLink;
+using ordo::VarSlot;
+
+constexpr int kVars = 4;  // an op touches at most 4 vars, so its links stay inline in the block
+constexpr size_t kMaxLiveOps = 64;
+static_assert(kVars <= static_cast<int>(OpBlock::kInlineLinks), "links must fit inline");
+
+struct Op {
+  OpBlock* block = nullptr;
+  int id = 0;
+  int num_links = 0;
+  int arrived = 0;    // accesses that have arrived; the push is over when all have
+  int completed = 0;  // accesses completed, in link order
+  int granted_at_arrival = 0;
+  bool granted[kVars] = {};  // by the slot: at arrival, or in a completion's grant chain
+  bool ready = false;        // triggered: by the pusher, or by settle_grants reaching zero
+
+  FUZZ_ORACLE bool pushed() const { return arrived == num_links; }
+  FUZZ_ORACLE VarLink& link(int i) const { return block->links()[i]; }
+};
+
+struct Pending {
+  Op* op;
+  int link;
+};
+
+class VarQueueHarness {
+ public:
+  ~VarQueueHarness() {
+    for (OpBlock* b : blocks_) delete b;
+  }
+
+  void run(fuzz::Input& in) {
+    while (!in.done()) {
+      step(in);
+      check_all();
+    }
+    drain();
+  }
+
+ private:
+  void step(fuzz::Input& in) {
+    switch (in.below(4)) {
+      case 0:
+        push(in);
+        break;
+      case 1:
+        if (pushing_) arrive_next(pushing_);
+        break;
+      case 2:
+        if (Op* op = pick_ready(in.byte())) complete_all(op);
+        break;
+      default:
+        if (Op* op = pick_ready(in.byte())) complete_next(op);
+        break;
+    }
+  }
+
+  // Starts a push of a new op: which vars, which of them written, and whether only the first
+  // access arrives now (the rest in later steps).
+  void push(fuzz::Input& in) {
+    uint8_t vars = in.byte();
+    uint8_t writes = in.byte();
+    if (pushing_) finish_arrivals(pushing_);
+    if (live_.size() >= kMaxLiveOps) return;
+    uint32_t mask = vars & 0xF;
+    if (mask == 0) mask = 1u << ((vars >> 4) & 3);
+    Op* op = new_op();
+    for (int v = 0; v < kVars; ++v) {
+      if (!(mask & (1u << v))) continue;
+      VarLink& l = op->block->inline_links[op->num_links++];
+      l.op = op->block;
+      l.var = &vars_[v];
+      l.write = (writes >> v) & 1;
+    }
+    op->block->num_links = static_cast<uint16_t>(op->num_links);
+    op->block->wait.store(op->num_links, std::memory_order_relaxed);
+    for (int i = 0; i < op->num_links; ++i) op->link(i).var->push_lock.lock();
+    pushing_ = op;
+    FUZZ_TRACE("push op %d: vars 0x%x, writes 0x%x%s\n", op->id, mask, writes & mask,
+               (vars & 0x80) ? " (split)" : "");
+    if (vars & 0x80) {
+      arrive_next(op);
+    } else {
+      finish_arrivals(op);
+    }
+  }
+
+  Op* new_op() {
+    OpBlock* block;
+    if (free_blocks_.empty()) {
+      block = new OpBlock();
+      blocks_.push_back(block);
+    } else {
+      block = free_blocks_.back();  // reused like the engine's pool: stale link fields and all
+      free_blocks_.pop_back();
+    }
+    live_.push_back(std::make_unique<Op>());
+    Op* op = live_.back().get();
+    op->block = block;
+    op->id = next_id_++;
+    block->user_data = op;
+    return op;
+  }
+
+  static Op* op_of(const OpBlock* b) { return static_cast<Op*>(b->user_data); }
+  int var_index(const VarSlot* v) const { return static_cast<int>(v - vars_); }
+
+  void finish_arrivals(Op* op) {
+    while (!op->pushed()) arrive_next(op);
+  }
+
+  void arrive_next(Op* op) {
+    int i = op->arrived;
+    VarLink& l = op->link(i);
+    int v = var_index(l.var);
+    Census c = census(v);
+    bool expected = queue_[v].empty() || (!l.write && c.waiting == 0 && c.writers == 0);
+    queue_[v].push_back({op, i});
+    bool granted = l.var->arrive(&l);
+    FUZZ_TRACE("  op %d arrives at var %d (%s): granted=%d\n", op->id, v,
+               l.write ? "write" : "read", granted);
+    FUZZ_CHECK(granted == expected, "op %d: arrive(%s) on var %d returned %d, the model says %d",
+               op->id, l.write ? "write" : "read", v, granted, expected);
+    if (granted) {
+      op->granted[i] = true;
+      ++op->granted_at_arrival;
+    }
+    if (++op->arrived == op->num_links) end_push(op);
+  }
+
+  // Mirrors the end of Engine::enqueue_on_vars: the pusher subtracts the grants it got.
+  void end_push(Op* op) {
+    for (int i = op->num_links; i-- > 0;) op->link(i).var->push_lock.unlock();
+    pushing_ = nullptr;
+    int n = op->num_links;
+    int g = op->granted_at_arrival;
+    if (g == n) {
+      trigger(op, "the pusher (all accesses granted at arrival)");
+    } else if (g > 0 && op->block->wait.fetch_sub(g, std::memory_order_acq_rel) == g) {
+      trigger(op, "the pusher's count");
+    }
+  }
+
+  void trigger(Op* op, const char* by) {
+    FUZZ_CHECK(!op->ready, "op %d triggered twice (second time by %s)", op->id, by);
+    FUZZ_CHECK(op->pushed(), "op %d triggered by %s before its push finished", op->id, by);
+    op->ready = true;
+  }
+
+  FUZZ_ORACLE Op* pick_ready(uint8_t k) {
+    std::vector<Op*> ready;
+    for (auto& op : live_) {
+      if (op->ready) ready.push_back(op.get());
+    }
+    return ready.empty() ? nullptr : ready[k % ready.size()];
+  }
+
+  void complete_all(Op* op) {
+    for (int left = op->num_links - op->completed; left > 0; --left) complete_next(op);
+  }
+
+  // Completes the op's next access, as one iteration of Engine::finalize's loop.
+  void complete_next(Op* op) {
+    int i = op->completed;
+    VarLink& l = op->link(i);
+    int v = var_index(l.var);
+    FUZZ_CHECK(op->granted[i], "op %d runs without its grant on var %d", op->id, v);
+    remove_from_queue(v, op, i);
+    VarLink* chain = l.var->complete(l.write);
+    FUZZ_TRACE("op %d completes on var %d (%s)\n", op->id, v, l.write ? "write" : "read");
+    check_chain(v, chain);
+    ordo::settle_grants(chain, [&](OpBlock* b) { trigger(op_of(b), "settle_grants"); });
+    if (++op->completed == op->num_links) retire(op);
+  }
+
+  void remove_from_queue(int v, Op* op, int link) {
+    auto& q = queue_[v];
+    auto it = std::find_if(q.begin(), q.end(),
+                           [&](const Pending& p) { return p.op == op && p.link == link; });
+    FUZZ_CHECK(it != q.end(), "op %d link %d is not pending on var %d", op->id, link, v);
+    q.erase(it);
+  }
+
+  // Every link of the grant chain complete() returned must be newly granted, on this var, and
+  // allowed to run; whether enough was granted is checked after the step (progress).
+  FUZZ_ORACLE void check_chain(int v, VarLink* chain) {
+    size_t got = 0;
+    for (VarLink* l = chain; l; l = l->next.load(std::memory_order_relaxed)) {
+      FUZZ_CHECK(l->var == &vars_[v], "a grant chain of var %d holds a link of var %d", v,
+                 var_index(l->var));
+      Op* op = op_of(l->op);
+      int i = static_cast<int>(l - op->block->links());
+      FUZZ_CHECK(i >= 0 && i < op->arrived, "op %d: granted link %d has not arrived", op->id, i);
+      FUZZ_CHECK(!op->granted[i], "op %d: its access to var %d was granted twice", op->id, v);
+      op->granted[i] = true;
+      FUZZ_CHECK(++got <= kMaxLiveOps * kVars, "grant chain of var %d does not end", v);
+    }
+  }
+
+  void retire(Op* op) {
+    free_blocks_.push_back(op->block);
+    live_.erase(std::find_if(live_.begin(), live_.end(),
+                             [&](const std::unique_ptr<Op>& p) { return p.get() == op; }));
+  }
+
+  // The var's accesses by what the slot has done with them.
+  struct Census {
+    int readers = 0;  // granted reads
+    int writers = 0;  // granted writes
+    int waiting = 0;  // not granted
+  };
+  FUZZ_ORACLE Census census(int v) const {
+    Census c;
+    for (const Pending& p : queue_[v]) {
+      if (!p.op->granted[p.link]) {
+        ++c.waiting;
+      } else if (p.op->link(p.link).write) {
+        ++c.writers;
+      } else {
+        ++c.readers;
+      }
+    }
+    return c;
+  }
+
+  FUZZ_ORACLE void check_all() const {
+    for (int v = 0; v < kVars; ++v) {
+      check_queue(v);
+      check_word(v);
+    }
+    for (const auto& op : live_) check_op(*op);
+  }
+
+  // One pass over var v's list: granted exactly when nothing before conflicts.
+  FUZZ_ORACLE void check_queue(int v) const {
+    bool write_before = false;
+    for (size_t pos = 0; pos < queue_[v].size(); ++pos) {
+      const Pending& p = queue_[v][pos];
+      bool write = p.op->link(p.link).write;
+      bool may = write ? pos == 0 : !write_before;
+      bool granted = p.op->granted[p.link];
+      FUZZ_CHECK(!granted || may,
+                 "op %d: granted on var %d while an earlier access conflicts (ordering broken)",
+                 p.op->id, v);
+      FUZZ_CHECK(granted || !may,
+                 "op %d: its %s of var %d may run (nothing before it conflicts) but is not "
+                 "granted (missed grant)",
+                 p.op->id, write ? "write" : "read", v);
+      write_before = write_before || write;
+    }
+  }
+
+  FUZZ_ORACLE void check_op(const Op& op) const {
+    int granted = 0;
+    for (int i = 0; i < op.arrived; ++i) granted += op.granted[i];
+    bool all = op.pushed() && granted == op.num_links;
+    FUZZ_CHECK(op.ready == all, "op %d: triggered=%d but all accesses granted=%d (%s)", op.id,
+               op.ready, all, op.ready ? "early trigger" : "missed trigger");
+    int wait = op.block->wait.load(std::memory_order_relaxed);
+    if (!op.pushed()) {
+      int later = granted - op.granted_at_arrival;
+      FUZZ_CHECK(wait == op.num_links - later, "op %d (push in progress): wait=%d, expected %d",
+                 op.id, wait, op.num_links - later);
+    } else if (!op.ready) {
+      FUZZ_CHECK(wait == op.num_links - granted, "op %d: wait=%d but %d grants are missing", op.id,
+                 wait, op.num_links - granted);
+    }
+  }
+
+  FUZZ_ORACLE void check_word(int v) const {
+    const VarSlot& s = vars_[v];
+    uint64_t w = s.word.load(std::memory_order_relaxed);
+    Census c = census(v);
+    int readers = c.readers, writers = c.writers, waiting = c.waiting;
+    uint64_t mode = w & VarSlot::kModeMask;
+    bool empty = queue_[v].empty();
+    FUZZ_CHECK((w == 0) == empty, "var %d: word=0x%016llx with %zu accesses pending", v,
+               static_cast<unsigned long long>(w), queue_[v].size());
+    FUZZ_CHECK(static_cast<int>(w >> VarSlot::kCountShift) == readers,
+               "var %d: word counts %d readers, %d are active", v,
+               static_cast<int>(w >> VarSlot::kCountShift), readers);
+    FUZZ_CHECK(((w & VarSlot::kWriter) != 0) == (writers == 1),
+               "var %d: kWriter=%d with %d active writers", v, (w & VarSlot::kWriter) != 0,
+               writers);
+    FUZZ_CHECK(mode != 3, "var %d: invalid mode 3", v);
+    if (waiting > 0)
+      FUZZ_CHECK(mode == VarSlot::kOwned, "var %d: accesses wait, mode %d", v,
+                 static_cast<int>(mode));
+    if (mode == VarSlot::kShared) {
+      FUZZ_CHECK(waiting == 0 && writers == 0, "var %d: kShared with %d waiting, %d writers", v,
+                 waiting, writers);
+    }
+    if ((w & VarSlot::kInboxMask) != 0) FUZZ_CHECK(waiting > 0, "var %d: inbox set, none wait", v);
+    if (empty) {
+      FUZZ_CHECK(s.fifo_head == nullptr && s.fifo_tail == nullptr, "var %d: idle, FIFO not empty",
+                 v);
+    }
+  }
+
+  // Everything pushed must be able to finish: complete ready ops until none is left.
+  void drain() {
+    if (pushing_) finish_arrivals(pushing_);
+    check_all();
+    while (!live_.empty()) {
+      Op* op = pick_ready(0);
+      FUZZ_CHECK(op != nullptr, "%zu ops left and none is runnable (lost grant)", live_.size());
+      complete_all(op);
+      check_all();
+    }
+    for (int v = 0; v < kVars; ++v) {
+      FUZZ_CHECK(vars_[v].word.load() == 0, "var %d not idle after draining", v);
+    }
+  }
+
+  VarSlot vars_[kVars];
+  std::vector<Pending> queue_[kVars];  // the model
+  std::vector<std::unique_ptr<Op>> live_;
+  std::vector<OpBlock*> blocks_;
+  std::vector<OpBlock*> free_blocks_;
+  Op* pushing_ = nullptr;
+  int next_id_ = 0;
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  fuzz::Input in(data, size);
+  auto harness = std::make_unique<VarQueueHarness>();
+  harness->run(in);
+  return 0;
+}

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora fuzz/corpus/<harness>/ from the scenarios below.
+
+Each harness reads its input as a byte-coded list of steps (see the decoder at the top of each
+harness); the helpers here spell those bytes, so that every seed starts the fuzzer from a
+meaningful scenario instead of noise. Any byte string is a valid input, so a seed that goes stale
+after a harness change is still harmless; rerun this script after such a change:
+
+    python3 fuzz/make_seeds.py
+"""
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+# ---- fuzz_var_queue: step = below(4): 0 push(vars, writes) | 1 arrive next | 2 complete op(k)
+#      | 3 complete next link(k). vars: bit v = var v, 0x80 = only the first access arrives now.
+def vq_push(vars_mask, writes_mask, split=False):
+    return [0, vars_mask | (0x80 if split else 0), writes_mask]
+
+
+def vq_arrive():
+    return [1]
+
+
+def vq_complete(k=0):
+    return [2, k]
+
+
+def vq_complete_link(k=0):
+    return [3, k]
+
+
+VAR_QUEUE = {
+    "writer-chain": vq_push(1, 1) * 3 + vq_complete() * 3,
+    "readers-writer-readers": vq_push(1, 0) * 2 + vq_push(1, 1) + vq_push(1, 0) * 2
+    + vq_complete(1) + vq_complete() * 4,
+    "split-push-four-vars": vq_push(0x0F, 0x05, split=True) + vq_push(0x02, 0x02)
+    + vq_arrive() * 3 + vq_complete_link() * 4 + vq_complete(),
+    "crossing-ops": vq_push(0x03, 0x01) + vq_push(0x06, 0x04) + vq_push(0x05, 0x00)
+    + vq_complete_link(1) + vq_complete() * 3,
+    "reader-behind-running-writer": vq_push(1, 0) + vq_push(1, 1) + vq_push(1, 0)
+    + vq_complete_link() + vq_push(1, 0) + vq_complete() * 3,
+}
+
+
+# ---- fuzz_api: byte 0 picks the engine (0 naive, 1 pooled, 2 per_device); then steps, each
+#      below(12): 0 var_new | 1 var_delete | 2-4 push | 5 complete | 6 wait_for_var | 7 wait_for_all
+#      | 8 clear_error | 9 get_error | 10-11 misc. A var pick byte t: t % 8 in 0..3 names live var
+#      (t >> 3) % live, 4 a deleted one, 5 zero, 6 a live var of another engine, 7 made up.
+NAIVE, POOLED, PER_DEVICE = 0, 1, 2
+RETURN, THROW, DEFER_LATER, DEFER_INSIDE, DEFER_TWICE, WAIT_INSIDE, PUSH_CHILD, GET_INFO = range(8)
+CODE_OK, CODE_1, CODE_3, CODE_42 = 0, 4, 5, 7  # indices into kCodes
+LIVE = lambda i: i << 3  # noqa: E731
+DELETED, ZERO, FOREIGN, MADE_UP = 4, 5, 6, 7
+
+
+def api_var_new():
+    return [0]
+
+
+def api_push(const=(), mutable=(), behaviour=RETURN, code=CODE_OK, variant=12, prop=0,
+             priority=0, name=2, child_code=CODE_OK, extra=()):
+    out = [2, len(const) | (len(mutable) << 2), variant] + list(const) + list(mutable)
+    out += [behaviour, code, 0x80, 0]
+    if behaviour == PUSH_CHILD:
+        out += [child_code]
+    return out + [prop, priority, name] + list(extra)
+
+
+def api_complete(k=0, code=CODE_OK, msg=2):
+    return [5, k, code, msg]
+
+
+def api_wait_var(pick, how=0):
+    return [6, pick, how]
+
+
+def api_wait_all(how=0):
+    return [7, how]
+
+
+def api_clear(pick):
+    return [8, pick]
+
+
+def api_get_error(pick, how=0x4F):  # cap 600 (how % 5 == 4), code and buffer given
+    return [9, pick, how]
+
+
+def api_delete(pick):
+    return [1, pick]
+
+
+API = {
+    "naive-failure-propagates": [NAIVE] + api_var_new() * 2
+    + api_push(mutable=[LIVE(0)], code=CODE_42)
+    + api_push(const=[LIVE(0)], mutable=[LIVE(1)])
+    + api_wait_var(LIVE(1)) + api_get_error(LIVE(1)) + api_clear(LIVE(1))
+    + api_push(mutable=[LIVE(1)]) + api_wait_var(LIVE(1)) + api_wait_all(),
+    "per-device-defer-later": [PER_DEVICE] + api_var_new()
+    + api_push(mutable=[LIVE(0)], behaviour=DEFER_LATER)
+    + api_push(const=[LIVE(0)], behaviour=GET_INFO)
+    + api_wait_var(LIVE(0), how=0x10) + api_wait_all(how=0x20)
+    + api_complete(code=CODE_3) + api_complete() + api_wait_all(),
+    "pooled-callbacks": [POOLED] + api_var_new() * 2
+    + api_push(mutable=[LIVE(0)], behaviour=PUSH_CHILD, child_code=CODE_1)
+    + api_push(const=[LIVE(0), LIVE(0)], mutable=[LIVE(0)], behaviour=WAIT_INSIDE, prop=1)
+    + api_push(mutable=[LIVE(1)], behaviour=THROW, prop=2)
+    + api_push(const=[LIVE(1)], behaviour=DEFER_INSIDE, code=CODE_1, prop=4)
+    + api_push(behaviour=DEFER_TWICE, prop=3) + api_wait_all(),
+    "naive-bad-arguments": [NAIVE] + api_var_new()
+    + api_push(mutable=[LIVE(0)], variant=0) + api_push(const=[LIVE(0)], variant=1)
+    + api_push(variant=3, extra=[1, 7]) + api_push(variant=4, extra=[1])
+    + api_push(variant=7) + api_push(variant=9, extra=[3, 9]) + api_push(variant=10)
+    + api_push(mutable=[LIVE(0)], variant=11, behaviour=GET_INFO) + api_wait_all(),
+    "prepared-ops": [PER_DEVICE] + api_var_new() * 2
+    + api_push(mutable=[LIVE(0)], behaviour=DEFER_LATER, variant=13)
+    + api_push(const=[LIVE(0)], mutable=[LIVE(1)], variant=13, behaviour=GET_INFO, priority=3)
+    + api_push(const=[LIVE(1)], variant=13, code=CODE_42) + api_complete(code=CODE_1)
+    + api_wait_var(LIVE(1)) + api_wait_all(),
+    "per-device-stale-handles": [PER_DEVICE] + api_var_new() * 2 + api_delete(LIVE(0))
+    + api_push(const=[DELETED], mutable=[FOREIGN]) + api_wait_var(DELETED)
+    + api_get_error(ZERO) + api_clear(FOREIGN) + api_push(mutable=[MADE_UP, LIVE(0)])
+    + api_delete(DELETED) + api_wait_all(),
+}
+
+
+# ---- fuzz_handles: steps below(20): 0 create | 1 destroy | 2 retain | 3 release | 4-5 var_new
+#      | 6 var delete/clear | 7 get_error | 8 wait_for_var | 9-10, 19 push | 11 opr_new | 12 opr push
+#      | 13 opr delete | 14 complete | 15 wait_for_all | 16 queries | 17 exec | 18 bad create.
+#      Engine pick byte t: t % 8 == 5 NULL, 6 made up, else engine (t >> 3) % n. Value pick byte t:
+#      t % 8 in 0..3 pool item (t >> 3), 4 another kind's pool, 5 zero, 6 random, 7 near miss.
+E = lambda i: i << 3  # noqa: E731
+V = lambda i: i << 3  # noqa: E731
+KIND_NAIVE, KIND_POOLED, KIND_PER_DEVICE = 0, 5, 6
+
+
+def h_create(kind=KIND_NAIVE, threads=1):
+    return [0, kind, threads]
+
+
+def h_var_new(e=E(0)):
+    return [4, e, 1]
+
+
+def h_push(e=E(0), const=(), mutable=(), defers=False):
+    if defers:
+        return [9, e, 0]
+    return [9, e, 1, len(const) | (len(mutable) << 2)] + list(const) + list(mutable)
+
+
+HANDLES = {
+    "vars-and-prepared": h_create() + h_var_new() * 2 + h_push(const=[V(0)], mutable=[V(1)])
+    + [6, E(0), 1, V(0)]                     # delete var 0
+    + h_push(const=[V(0)])                   # push with the deleted var
+    + [11, E(0), 0x04, V(1)]                 # opr_new(mutable var 1)
+    + [12, E(0), V(0), 5] + [6, E(0), 1, V(1)] + [12, E(0), V(0), 5]  # push, delete var, push
+    + [13, E(0), V(0)] + [13, E(0), V(0)]    # delete the opr twice
+    + [7, E(0), V(1)] + [8, E(0), 0, V(1)] + [15, E(0)],
+    "destroy-and-stale-engine": h_create() + h_create(KIND_PER_DEVICE, 2) + h_var_new(E(1))
+    + [2, E(0)] + [1, E(0), 0] + [1, E(0), 0]  # retain, destroy, destroy again
+    + h_var_new(E(0)) + [16, E(0)] + [3, E(0), 0]  # after destroy; last release
+    + [16, E(0)] + [6, E(0), 0, V(0)] + [4, 6, 1, 0] + [16, 5] + [1, E(1), 1],
+    "completions": h_create(KIND_POOLED, 2) + h_push(defers=True) + h_push(defers=True)
+    + [15, E(0), 3] + [14, V(0), 3] + [14, V(0), 0] + [17, 0] + [15, E(0), 0]
+    + h_push(defers=True) + [1, E(0), 1] + [14, V(2), 0],
+    "bad-configs": [18, 0, 5] + [18, 2, 7] + [18, 3] + [18, 6, 2] + h_create() + [18, 4, 0],
+}
+
+
+def write(harness, seeds):
+    d = os.path.join(HERE, "corpus", harness)
+    os.makedirs(d, exist_ok=True)
+    for name, data in seeds.items():
+        assert all(0 <= b < 256 for b in data), name
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(bytes(data))
+
+
+if __name__ == "__main__":
+    write("fuzz_var_queue", VAR_QUEUE)
+    write("fuzz_api", API)
+    write("fuzz_handles", HANDLES)
