@@ -224,10 +224,13 @@ struct alignas(64) VarSlot {
       // a writer followed by a stream of readers would run them in waves (found by
       // fuzz_var_queue). As in process(), only this processor empties the inbox.
       VarLink* youngest = inbox(w);
-      if (fifo_head || !youngest || inbox_oldest->write || k >= kMaxReaders) break;
+      if (fifo_head || !youngest || k >= kMaxReaders) break;
+      // Read before the CAS: once the inbox is empty, the next pusher rewrites inbox_oldest.
+      VarLink* oldest = inbox_oldest;
+      if (oldest->write) break;
       if (word.compare_exchange_weak(w, w & ~kInboxMask, std::memory_order_acq_rel,
                                      std::memory_order_relaxed)) {
-        append_segment(inbox_oldest, youngest);
+        append_segment(oldest, youngest);
       }
     }
     for (;;) {
