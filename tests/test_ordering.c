@@ -688,3 +688,29 @@ Test(ordering, readers_queued_in_two_batches_behind_a_writer_run_together) {
                atomic_load(&rv.met));
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
 }
+
+static int32_t nop(ordo_exec* x, void* ud) {
+  (void)x;
+  (void)ud;
+  return 0;
+}
+
+/* Fan-out (1 writer then 8 readers, the bench's workload C) must always drain. Readers joining
+ * from a younger inbox generation once corrupted the var's FIFO when a pusher started a new
+ * generation mid-take, and wait_for_all never returned (found by the StarPU bench peer's run). */
+Test(ordering, fan_out_rounds_always_drain, .timeout = 120.0) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  ordo_var v;
+  cr_assert_eq(ordo_var_new(e, &v), ORDO_OK);
+  for (int rep = 0; rep < 40; ++rep) {
+    for (int round = 0; round < 3000; ++round) {
+      cr_assert_eq(ordo_opr_push(e, nop, NULL, NULL, 0, &v, 1, NULL), ORDO_OK);
+      for (int r = 0; r < 8; ++r) {
+        cr_assert_eq(ordo_opr_push(e, nop, NULL, &v, 1, NULL, 0, NULL), ORDO_OK);
+      }
+    }
+    cr_assert_eq(ordo_wait_for_all_timeout(e, TU_MS_NS(30000)), ORDO_OK,
+                 "fan-out did not drain in 30 s (rep %d)", rep);
+  }
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+}
