@@ -1,15 +1,21 @@
 # Thin wrapper over meson/ninja. The real build is meson.build.
-#   make run      build and run the main demo (examples/quickstart.c)
-#   make test     build and run every test
-#   make bench    build and run the benchmarks
+#   make run      build and run the main demo (examples/cholesky: tiled Cholesky on ordo)
+#   make quickstart  build and run the smallest example (examples/quickstart.c)
+#   make test     build and run every test (sanitizer builds and short fuzz/stress runs included)
+#   make bench    build and run the benchmarks against the peers (installs them when missing);
+#                 BENCH_ARGS="--ops 200000 --only AB" for a quick run (bench/run.sh lists flags)
+#   make fuzz     run each libFuzzer harness for FUZZ_SECONDS (default 300)
+#   make stress   run the long stress checker (STRESS_OPS, default 10,000,000 ops)
 #   make install PREFIX=dir    install library, header and ordo.pc under dir
 #   make clean
 BUILD   ?= build
 PREFIX  ?= /usr/local
 MESON   ?= meson
 JOBS    ?= 2
+FUZZ_SECONDS ?= 300
+STRESS_OPS ?= 10000000
 
-.PHONY: all deps configure run quickstart test bench install clean
+.PHONY: all deps configure run quickstart test bench fuzz stress install clean
 
 all: configure
 	$(MESON) compile -C $(BUILD)
@@ -22,15 +28,22 @@ configure: deps
 	@if [ ! -f $(BUILD)/build.ninja ]; then $(MESON) setup $(BUILD); fi
 
 run: all
-	$(BUILD)/examples/quickstart
+	$(BUILD)/examples/cholesky
 
-quickstart: run
+quickstart: all
+	$(BUILD)/examples/quickstart
 
 test: all
 	bash tests/run_all.sh $(BUILD)
 
 bench: all
-	$(BUILD)/bench/bench_ordo
+	bash bench/run.sh $(BUILD) $(BENCH_ARGS)
+
+fuzz: deps
+	bash fuzz/run.sh $(FUZZ_SECONDS)
+
+stress: all
+	$(BUILD)/tests/ordo_stress --ops $(STRESS_OPS)
 
 install: configure
 	$(MESON) configure $(BUILD) -Dprefix=$(abspath $(PREFIX))

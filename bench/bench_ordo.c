@@ -1,37 +1,25 @@
 /*
- * bench_ordo: measures the engine's overhead per op with empty op bodies, and prints a table.
- * It is a measurement, not a test: it never fails because something is slow. It exits non-zero
- * only when an ordo call fails (then the numbers would mean nothing).
+ * bench_ordo: ordo's side of the bench suite (bench/bench_common.h has the workloads, the flags
+ * and the output protocol). It is a measurement, not a test: it never fails because something
+ * is slow; it exits non-zero only when an ordo call fails (then the numbers would mean nothing).
  *
- * Workloads (N = --ops, default 1,000,000):
- *   A independent  N ops, each mutating its own var (vars created before timing)
- *   B chain        N ops mutating one var
- *   C fan-out      N/10 rounds of 1 writer then 8 readers of one var (0.9 N ops)
- *   D random DAG   1,000 vars, N ops each reading 2 random vars and mutating a third
- *                  (fixed seed; var lists computed before timing)
- *   E 2 pushers    two threads pushing N/2 ops each on disjoint vars, one var per op
- * Time: from the first push to the return of ordo_wait_for_all, CLOCK_MONOTONIC. Each workload
- * runs once untimed at N/10 (warm-up), then --reps times; the table shows median, min and max.
+ * Usage: bench_ordo [--ops N] [--reps R] [--threads T] [--only LETTERS]
+ *                   [--kind naive|pooled|per_device]
+ * --threads is the engine's CPU worker count; the pushing thread (main, or the two pushers of E)
+ * comes on top of it, as it does for every caller of ordo. The system is reported as "ordo" for
+ * the default per_device engine and "ordo-<kind>" for the others. Without --kind the engine
+ * takes env ORDO_ENGINE, else per_device.
  *
- * Usage: bench_ordo [--ops N] [--reps R] [--threads T] [--kind naive|pooled|per_device]
- * Defaults may also come from the environment: ORDO_CPU_THREADS, ORDO_ENGINE. When neither flag
- * nor environment says, the engine is per_device with 2 CPU workers.
+ * Engine, vars and D's var lists are all made before timing; bench_run_workload() times from
+ * the first push to the return of ordo_wait_for_all.
  */
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#define _GNU_SOURCE
 #endif
 #include <ordo/ordo.h>
 #include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
 
-#define DAG_VARS 1000
-#define FAN_READERS 8
+#include "bench_common.h"
 
 static void die(const char* what, ordo_status s) {
   fprintf(stderr, "bench_ordo: %s: %s (%s)\n", what, ordo_status_string(s),
@@ -53,150 +41,175 @@ static void* xmalloc(size_t n) {
   return p;
 }
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static int32_t empty_op(ordo_exec* exec, void* user_data) {
   (void)exec;
   (void)user_data;
   return 0;
 }
 
-/* Everything a workload needs, built before any timing starts. */
+/* E's two pushers live for the whole run, so that no timed repetition pays for creating them:
+ * each repetition releases them with one barrier and collects them with another. */
+typedef struct pushers pushers;
+
+/* Everything the workloads need, built before any timing starts. */
 typedef struct {
   ordo_engine* e;
-  size_t n;      /* --ops */
-  ordo_var* own; /* n vars: one per op for A, split in halves for E */
-  ordo_var one;  /* B and C */
-  ordo_var dag[DAG_VARS];
-  ordo_var* dag_ops; /* 3 per op for D: two read, then one mutated */
+  ordo_var* own;     /* --ops vars: one per op for A, split in halves for E */
+  ordo_var one;      /* B and C */
+  ordo_var* dag_ops; /* D: per op, two read vars then the mutated one */
+  pushers* two;      /* E */
 } bench;
 
-/* Each workload pushes `n` ops worth of work and returns how many ops it pushed. */
-typedef size_t (*workload_fn)(bench* b, size_t n);
-
-static size_t w_independent(bench* b, size_t n) {
+static size_t run_independent(void* ctx, size_t n) {
+  bench* b = ctx;
   for (size_t i = 0; i < n; i++)
     CHECK(ordo_opr_push(b->e, empty_op, NULL, NULL, 0, &b->own[i], 1, NULL));
+  CHECK(ordo_wait_for_all(b->e));
   return n;
 }
 
-static size_t w_chain(bench* b, size_t n) {
+static size_t run_chain(void* ctx, size_t n) {
+  bench* b = ctx;
   for (size_t i = 0; i < n; i++)
     CHECK(ordo_opr_push(b->e, empty_op, NULL, NULL, 0, &b->one, 1, NULL));
+  CHECK(ordo_wait_for_all(b->e));
   return n;
 }
 
-static size_t w_fanout(bench* b, size_t n) {
+static size_t run_fanout(void* ctx, size_t n) {
+  bench* b = ctx;
   size_t rounds = n / 10;
   for (size_t r = 0; r < rounds; r++) {
     CHECK(ordo_opr_push(b->e, empty_op, NULL, NULL, 0, &b->one, 1, NULL));
-    for (int k = 0; k < FAN_READERS; k++)
+    for (int k = 0; k < BENCH_FAN_READERS; k++)
       CHECK(ordo_opr_push(b->e, empty_op, NULL, &b->one, 1, NULL, 0, NULL));
   }
-  return rounds * (1 + FAN_READERS);
+  CHECK(ordo_wait_for_all(b->e));
+  return rounds * (1 + BENCH_FAN_READERS);
 }
 
-static size_t w_dag(bench* b, size_t n) {
+static size_t run_dag(void* ctx, size_t n) {
+  bench* b = ctx;
   for (size_t i = 0; i < n; i++) {
-    const ordo_var* t = &b->dag_ops[3 * i];
-    CHECK(ordo_opr_push(b->e, empty_op, NULL, t, 2, t + 2, 1, NULL));
+    const ordo_var* v = &b->dag_ops[3 * i];
+    CHECK(ordo_opr_push(b->e, empty_op, NULL, v, 2, v + 2, 1, NULL));
   }
+  CHECK(ordo_wait_for_all(b->e));
   return n;
 }
 
-/* E: two pusher threads, started together by a barrier so both push at once. */
+/* ---- E: two pusher threads on disjoint vars ---- */
+
 typedef struct {
-  bench* b;
-  const ordo_var* vars;
-  size_t n;
-  pthread_barrier_t* go;
+  pushers* p;
+  int which; /* 0 pushes the first half of b->own, 1 the second */
 } pusher_arg;
 
-static void* pusher(void* p) {
-  pusher_arg* a = p;
-  pthread_barrier_wait(a->go);
-  for (size_t i = 0; i < a->n; i++)
-    CHECK(ordo_opr_push(a->b->e, empty_op, NULL, NULL, 0, &a->vars[i], 1, NULL));
-  return NULL;
+struct pushers {
+  bench* b;
+  pthread_t thread[2];
+  pusher_arg arg[2];
+  pthread_barrier_t go, done; /* 3 parties each: the two pushers and the timing thread */
+  size_t half;                /* ops per pusher in the current repetition */
+  int quit;
+};
+
+static void* pusher_main(void* arg) {
+  pusher_arg* a = arg;
+  pushers* p = a->p;
+  for (;;) {
+    pthread_barrier_wait(&p->go);
+    if (p->quit) return NULL;
+    const ordo_var* mine = p->b->own + (size_t)a->which * p->half;
+    for (size_t i = 0; i < p->half; i++)
+      CHECK(ordo_opr_push(p->b->e, empty_op, NULL, NULL, 0, &mine[i], 1, NULL));
+    pthread_barrier_wait(&p->done);
+  }
 }
 
-/* E has its own timing: it ends only once both threads have pushed everything. */
-static uint64_t run_two_pushers(bench* b, size_t n, size_t* ops) {
-  size_t half = n / 2;
-  pthread_barrier_t go;
-  pthread_barrier_init(&go, NULL, 3);
-  pusher_arg args[2] = {{b, b->own, half, &go}, {b, b->own + half, half, &go}};
-  pthread_t t[2];
+static pushers* pushers_start(bench* b) {
+  pushers* p = xmalloc(sizeof *p);
+  memset(p, 0, sizeof *p);
+  p->b = b;
+  pthread_barrier_init(&p->go, NULL, 3);
+  pthread_barrier_init(&p->done, NULL, 3);
   for (int i = 0; i < 2; i++) {
-    if (pthread_create(&t[i], NULL, pusher, &args[i]) != 0) {
+    p->arg[i] = (pusher_arg){p, i};
+    if (pthread_create(&p->thread[i], NULL, pusher_main, &p->arg[i]) != 0) {
       fprintf(stderr, "bench_ordo: pthread_create failed\n");
       exit(1);
     }
   }
-  uint64_t t0 = now_ns();
-  pthread_barrier_wait(&go);
-  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
-  CHECK(ordo_wait_for_all(b->e)); /* after the joins: everything is pushed by now */
-  uint64_t t1 = now_ns();
-  pthread_barrier_destroy(&go);
-  *ops = 2 * half;
-  return t1 - t0;
+  return p;
 }
 
-static uint64_t run_once(bench* b, workload_fn fn, size_t n, size_t* ops) {
-  if (!fn) return run_two_pushers(b, n, ops);
-  uint64_t t0 = now_ns();
-  *ops = fn(b, n);
-  CHECK(ordo_wait_for_all(b->e));
-  return now_ns() - t0;
+static void pushers_stop(pushers* p) {
+  p->quit = 1; /* published to the pushers by the barrier */
+  pthread_barrier_wait(&p->go);
+  for (int i = 0; i < 2; i++) pthread_join(p->thread[i], NULL);
+  pthread_barrier_destroy(&p->go);
+  pthread_barrier_destroy(&p->done);
+  free(p);
 }
 
-static int cmp_double(const void* x, const void* y) {
-  double a = *(const double*)x, b = *(const double*)y;
-  return (a > b) - (a < b);
+static size_t run_two_pushers(void* ctx, size_t n) {
+  bench* b = ctx;
+  pushers* p = b->two;
+  p->half = n / 2;
+  pthread_barrier_wait(&p->go);
+  pthread_barrier_wait(&p->done);
+  CHECK(ordo_wait_for_all(b->e)); /* after both finished pushing: nothing is missed */
+  return 2 * p->half;
 }
 
-/* Machine description for the header line. */
-static int online_cpus(void) {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set); /* what nproc says */
-  return (int)sysconf(_SC_NPROCESSORS_ONLN);
+/* ---- F: the METG stencil ----
+ * Two vars per column, one for even steps and one for odd steps (double buffering, as Task
+ * Bench does). Task (s, i) reads the previous step's vars of columns i-1, i, i+1 and mutates
+ * its own column's var of step s. With a single var per column, (s, i) mutating column i would
+ * come, in push order, before (s, i+1) reads column i: (s, i+1) would then wait for (s, i) and
+ * see step s's value instead of step s-1's, serialising each row. With two vars, the write of
+ * (s, i) on buffer s%2 only has to follow step s-1's readers of that buffer, which are exactly
+ * the tasks (s, i) depends on anyway, so ordo sees the stencil's true dependencies and no more. */
+#define STENCIL_MAX_WIDTH 256
+
+typedef struct {
+  uint64_t iterations;
+  volatile uint64_t sink; /* keeps the kernel's result alive; one column's tasks are ordered */
+} stencil_cell;
+
+typedef struct {
+  ordo_engine* e;
+  ordo_var col[2][STENCIL_MAX_WIDTH];
+  stencil_cell cell[STENCIL_MAX_WIDTH];
+} stencil;
+
+static int32_t stencil_op(ordo_exec* exec, void* user_data) {
+  (void)exec;
+  stencil_cell* c = user_data;
+  c->sink = bench_kernel(c->iterations);
+  return 0;
 }
 
-static void cpu_model(char* out, size_t cap) {
-  snprintf(out, cap, "unknown CPU");
-  FILE* f = fopen("/proc/cpuinfo", "r");
-  if (!f) return;
-  char line[512];
-  while (fgets(line, sizeof line, f)) {
-    /* x86 says "model name"; some ARM kernels only say "Hardware" or "Processor". */
-    if (strncmp(line, "model name", 10) && strncmp(line, "Hardware", 8) &&
-        strncmp(line, "Processor", 9))
-      continue;
-    char* v = strchr(line, ':');
-    if (!v) continue;
-    v++;
-    while (*v == ' ' || *v == '\t') v++;
-    v[strcspn(v, "\n")] = 0;
-    snprintf(out, cap, "%s", v);
-    break;
+static void push_cell(stencil* st, int width, int s, int i) {
+  ordo_var reads[3];
+  size_t nreads = 0;
+  if (s > 0) {
+    const ordo_var* prev = st->col[(s - 1) & 1];
+    for (int j = i - 1; j <= i + 1; j++)
+      if (j >= 0 && j < width) reads[nreads++] = prev[j];
   }
-  fclose(f);
+  CHECK(ordo_opr_push(st->e, stencil_op, &st->cell[i], reads, nreads, &st->col[s & 1][i], 1, NULL));
 }
 
-static size_t parse_size(const char* flag, const char* s) {
-  char* end;
-  unsigned long long v = strtoull(s ? s : "", &end, 10);
-  if (!s || *end || v == 0) {
-    fprintf(stderr, "bench_ordo: %s needs a positive integer\n", flag);
-    exit(2);
-  }
-  return (size_t)v;
+static void run_stencil(void* ctx, int width, int steps, uint64_t iterations) {
+  stencil* st = ctx;
+  for (int i = 0; i < width; i++) st->cell[i].iterations = iterations;
+  for (int s = 0; s < steps; s++)
+    for (int i = 0; i < width; i++) push_cell(st, width, s, i);
+  CHECK(ordo_wait_for_all(st->e));
 }
+
+/* ---- setup ---- */
 
 static int32_t parse_kind(const char* s) {
   if (s && !strcmp(s, "naive")) return ORDO_ENGINE_NAIVE;
@@ -206,128 +219,96 @@ static int32_t parse_kind(const char* s) {
   exit(2);
 }
 
-static const char* kind_name(int32_t k) {
-  switch (k) {
+/* Takes --kind out of argv (bench_parse_args knows only the common flags); returns the kind. */
+static int32_t take_kind_flag(int* argc, char** argv) {
+  int32_t kind = ORDO_ENGINE_DEFAULT;
+  int out = 1;
+  for (int i = 1; i < *argc; i++) {
+    if (!strcmp(argv[i], "--kind")) {
+      kind = parse_kind(i + 1 < *argc ? argv[i + 1] : NULL);
+      i++;
+    } else {
+      argv[out++] = argv[i];
+    }
+  }
+  *argc = out;
+  return kind;
+}
+
+/* The system name in the output: "ordo" for the default engine, "ordo-<kind>" otherwise. */
+static const char* system_name(int32_t kind) {
+  switch (kind) {
     case ORDO_ENGINE_NAIVE:
-      return "naive";
+      return "ordo-naive";
     case ORDO_ENGINE_POOLED:
-      return "pooled";
-    case ORDO_ENGINE_PER_DEVICE:
-      return "per_device";
+      return "ordo-pooled";
     default:
-      return "?";
+      return "ordo";
   }
 }
 
-int main(int argc, char** argv) {
-  size_t n = 1000000, reps = 5;
-  int32_t threads = 0, kind = 0;
-  const char* only = NULL;            /* workload letters to run, e.g. "BD"; NULL: all */
-  for (int i = 1; i < argc; i += 2) { /* every flag takes one value */
-    const char* a = argv[i];
-    const char* v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--ops")) {
-      n = parse_size(a, v);
-    } else if (!strcmp(a, "--reps")) {
-      reps = parse_size(a, v);
-    } else if (!strcmp(a, "--threads")) {
-      threads = (int32_t)parse_size(a, v);
-    } else if (!strcmp(a, "--kind")) {
-      kind = parse_kind(v);
-    } else if (!strcmp(a, "--only") && v) {
-      only = v;
-    } else {
-      fprintf(stderr,
-              "usage: %s [--ops N] [--reps R] [--threads T] [--kind naive|pooled|per_device] "
-              "[--only LETTERS]\n",
-              argv[0]);
-      return !strcmp(a, "--help") || !strcmp(a, "-h") ? 0 : 2;
-    }
-  }
-  if (n < 20) n = 20; /* so that the warm-up and fan-out rounds are never empty */
-  /* Flags win, then the engine's own environment variables, then this benchmark's defaults. */
-  const char* env_threads = getenv("ORDO_CPU_THREADS");
-  const char* env_kind = getenv("ORDO_ENGINE");
-  if (!threads && !(env_threads && *env_threads)) threads = 2;
-  if (!kind && !(env_kind && *env_kind)) kind = ORDO_ENGINE_PER_DEVICE;
-
-  bench b;
-  memset(&b, 0, sizeof b);
-  b.n = n;
+static ordo_engine* make_engine(int32_t kind, int threads, int32_t* effective_kind) {
   ordo_engine_config cfg;
   ordo_engine_config_init(&cfg);
   cfg.kind = kind;
   cfg.cpu_threads = threads;
-  CHECK(ordo_engine_create(&cfg, &b.e));
+  ordo_engine* e;
+  CHECK(ordo_engine_create(&cfg, &e));
   ordo_engine_config eff;
   ordo_engine_config_init(&eff);
-  CHECK(ordo_engine_get_config(b.e, &eff));
+  CHECK(ordo_engine_get_config(e, &eff));
+  *effective_kind = eff.kind;
+  fprintf(stderr, "bench_ordo: ordo %s, system %s, cpu_threads=%d, max_pending=%d\n",
+          ordo_version_string(), system_name(eff.kind), (int)eff.cpu_threads, (int)eff.max_pending);
+  return e;
+}
 
-  /* Setup, untimed: vars for A and E, the single var for B and C, and D's random var lists. */
-  b.own = xmalloc(n * sizeof *b.own);
-  for (size_t i = 0; i < n; i++) CHECK(ordo_var_new(b.e, &b.own[i]));
-  CHECK(ordo_var_new(b.e, &b.one));
-  for (int i = 0; i < DAG_VARS; i++) CHECK(ordo_var_new(b.e, &b.dag[i]));
-  b.dag_ops = xmalloc(3 * n * sizeof *b.dag_ops);
-  uint64_t rng = 0x9E3779B97F4A7C15ull; /* fixed seed: every run pushes the same DAG */
-  for (size_t i = 0; i < n; i++) {
-    int pick[3];
-    for (int k = 0; k < 3; k++) {
-      int again;
-      do { /* xorshift64; three distinct vars so each op really has 2 reads and 1 write */
-        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-        pick[k] = (int)(rng % DAG_VARS);
-        again = 0;
-        for (int j = 0; j < k; j++) again |= pick[j] == pick[k];
-      } while (again);
-      b.dag_ops[3 * i + (size_t)k] = b.dag[pick[k]];
-    }
+static void make_vars(bench* b, size_t ops) {
+  b->own = xmalloc(ops * sizeof *b->own);
+  for (size_t i = 0; i < ops; i++) CHECK(ordo_var_new(b->e, &b->own[i]));
+  CHECK(ordo_var_new(b->e, &b->one));
+  ordo_var dag[BENCH_DAG_VARS];
+  for (int i = 0; i < BENCH_DAG_VARS; i++) CHECK(ordo_var_new(b->e, &dag[i]));
+  uint32_t* idx = bench_dag_indices(ops);
+  b->dag_ops = xmalloc(3 * ops * sizeof *b->dag_ops);
+  for (size_t k = 0; k < 3 * ops; k++) b->dag_ops[k] = dag[idx[k]];
+  free(idx);
+}
+
+static void run_metg(const char* system, ordo_engine* e, int threads) {
+  int width = 2 * threads;
+  if (width > STENCIL_MAX_WIDTH) {
+    bench_skip(system, 'F', "more threads than this program's stencil supports");
+    return;
   }
+  stencil* st = xmalloc(sizeof *st);
+  memset(st, 0, sizeof *st);
+  st->e = e;
+  for (int b = 0; b < 2; b++)
+    for (int i = 0; i < width; i++) CHECK(ordo_var_new(e, &st->col[b][i]));
+  bench_metg_sweep(system, threads, run_stencil, st);
+  free(st);
+}
 
-  char model[256];
-  cpu_model(model, sizeof model);
-  printf("ordo %s bench: %d CPUs online (%s)\n", ordo_version_string(), online_cpus(), model);
-  printf("engine: %s, cpu_threads=%d, cpu_priority_threads=%d, copy_threads=%d\n",
-         kind_name(eff.kind), (int)eff.cpu_threads, (int)eff.cpu_priority_threads,
-         (int)eff.copy_threads);
-  printf(
-      "empty op bodies; time from first push to ordo_wait_for_all; %zu reps after a warm-up "
-      "at 1/10 size\n\n",
-      reps);
+int main(int argc, char** argv) {
+  int32_t kind = take_kind_flag(&argc, argv);
+  bench_args a = bench_parse_args(argc, argv);
+  int32_t effective_kind;
+  bench b;
+  memset(&b, 0, sizeof b);
+  b.e = make_engine(kind, a.threads, &effective_kind);
+  const char* system = system_name(effective_kind);
+  make_vars(&b, a.ops);
+  b.two = pushers_start(&b);
 
-  static const struct {
-    const char* name;
-    workload_fn fn; /* NULL: the two-pusher workload */
-  } workloads[] = {
-      {"A independent (1 var/op)", w_independent}, {"B chain (1 var)", w_chain},
-      {"C fan-out (1 W + 8 R)", w_fanout},         {"D random DAG (2 R + 1 W of 1000)", w_dag},
-      {"E 2 pushers, disjoint vars", NULL},
-  };
-  /* One column group per system. Peers (StarPU, OpenMP, TBB, MXNet) are to be added as further
-   * groups to the right; until they are measured here, they are not shown. */
-  printf("%-34s %9s | %s\n", "", "", "ordo, ns/op");
-  printf("%-34s %9s | %10s %10s %10s\n", "workload", "ops", "median", "min", "max");
-  printf("%-34s-%9s-+-%10s-%10s-%10s\n", "----------------------------------", "---------",
-         "----------", "----------", "----------");
-  fflush(stdout);
+  if (bench_wants(&a, 'A')) bench_run_workload(system, 'A', &a, run_independent, &b);
+  if (bench_wants(&a, 'B')) bench_run_workload(system, 'B', &a, run_chain, &b);
+  if (bench_wants(&a, 'C')) bench_run_workload(system, 'C', &a, run_fanout, &b);
+  if (bench_wants(&a, 'D')) bench_run_workload(system, 'D', &a, run_dag, &b);
+  if (bench_wants(&a, 'E')) bench_run_workload(system, 'E', &a, run_two_pushers, &b);
+  if (bench_wants(&a, 'F')) run_metg(system, b.e, a.threads);
 
-  double* ns = xmalloc(reps * sizeof *ns);
-  for (size_t w = 0; w < sizeof workloads / sizeof workloads[0]; w++) {
-    if (only && !strchr(only, workloads[w].name[0])) continue;
-    size_t ops = 0;
-    run_once(&b, workloads[w].fn, n / 10, &ops); /* warm-up: pools, caches, thread wake-up */
-    for (size_t r = 0; r < reps; r++) {
-      uint64_t t = run_once(&b, workloads[w].fn, n, &ops);
-      ns[r] = (double)t / (double)ops;
-    }
-    qsort(ns, reps, sizeof *ns, cmp_double);
-    double median = reps % 2 ? ns[reps / 2] : (ns[reps / 2 - 1] + ns[reps / 2]) / 2;
-    printf("%-34s %9zu | %10.1f %10.1f %10.1f\n", workloads[w].name, ops, median, ns[0],
-           ns[reps - 1]);
-    fflush(stdout);
-  }
-
-  free(ns);
+  pushers_stop(b.two);
   CHECK(ordo_engine_destroy(b.e)); /* the vars go with the engine */
   free(b.dag_ops);
   free(b.own);

@@ -11,6 +11,10 @@ command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 command -v cc >/dev/null 2>&1 || need+=(gcc)
 command -v c++ >/dev/null 2>&1 || need+=(g++)
 pkg-config --exists criterion 2>/dev/null || need+=(libcriterion-dev)
+# The Cholesky demo's kernels: OpenBLAS (BLAS, and LAPACK's dpotrf) and the LAPACKE C interface,
+# which Debian ships apart from OpenBLAS.
+pkg-config --exists openblas 2>/dev/null || need+=(libopenblas-dev)
+[ -f /usr/include/lapacke.h ] || need+=(liblapacke-dev)
 
 [ ${#need[@]} -eq 0 ] && exit 0
 

@@ -1,0 +1,326 @@
+#!/usr/bin/env python3
+"""Turns the bench programs' machine lines into the tables a person reads.
+
+Usage: bench/compare.py [RAW_FILE]   (stdin when no file; bench/run.sh saves BUILD/bench-results.txt)
+
+Input lines (bench/bench_common.h defines the first four; other lines are ignored):
+  RESULT <system> <workload> <median> <min> <max>   ns per op, workloads A-E
+  METG   <system> <metg_ns> <efficiency_at_metg>     workload F (-1: no grain reached 50%)
+  EFF    <system> <grain_ns> <efficiency>            workload F, one per grain
+  SKIP   <system> <workload|-> <reason...>
+  CHOL   <system> <n> <tile> <gflops> <seconds>      tiled Cholesky
+  GEMMREF <label> <gflops>                           dgemm reference rates for Cholesky
+  FAIL   <program> <reason...>                       written by bench/run.sh
+  MACHINE <key> <value...> / ARGS <flags...>         written by bench/run.sh
+Every ratio is system / ordo in time (ns per op, METG, Cholesky seconds): above 1, ordo is
+faster. Systems keep their order of appearance, ordo first.
+"""
+
+import sys
+from collections import OrderedDict
+
+BASELINE = "ordo"
+WORKLOADS = OrderedDict([
+    ("A", "A independent"),
+    ("B", "B chain"),
+    ("C", "C fan-out 1W+8R"),
+    ("D", "D random DAG"),
+    ("E", "E 2 pushers"),
+])
+
+
+class Run:
+    """Everything one raw file says, keyed by system in order of first appearance."""
+
+    def __init__(self):
+        self.systems = []
+        self.results = {}  # (system, workload) -> (median, min, max)
+        self.metg = {}  # system -> (metg_ns, efficiency)
+        self.eff = {}  # system -> {grain_ns: efficiency}
+        self.skips = []  # (system, workload, reason)
+        self.fails = []  # (program, reason)
+        self.chol = []  # (system, n, tile, gflops, seconds)
+        self.gemmref = []  # (label, gflops)
+        self.machine = []  # (key, value)
+        self.args = ""
+
+    def saw(self, system):
+        if system not in self.systems:
+            self.systems.append(system)
+
+    def ordered_systems(self, present):
+        """ordo, then ordo's other modes, then the peers, each group in order of appearance."""
+        names = [s for s in self.systems if s in present]
+        first = [s for s in names if s == BASELINE]
+        modes = [s for s in names if s.startswith(BASELINE + "-")]
+        return first + modes + [s for s in names if s not in first and s not in modes]
+
+
+def parse(lines):
+    run = Run()
+    for line in lines:
+        f = line.split()
+        if not f:
+            continue
+        try:
+            kind = f[0]
+            if kind == "RESULT" and len(f) >= 6:
+                run.saw(f[1])
+                run.results[(f[1], f[2])] = tuple(float(x) for x in f[3:6])
+            elif kind == "METG" and len(f) >= 4:
+                run.saw(f[1])
+                run.metg[f[1]] = (float(f[2]), float(f[3]))
+            elif kind == "EFF" and len(f) >= 4:
+                run.saw(f[1])
+                run.eff.setdefault(f[1], {})[float(f[2])] = float(f[3])
+            elif kind == "SKIP" and len(f) >= 3:
+                run.skips.append((f[1], f[2], " ".join(f[3:]) or "(no reason given)"))
+            elif kind == "CHOL" and len(f) >= 6:
+                run.saw(f[1])
+                run.chol.append((f[1], int(f[2]), int(f[3]), float(f[4]), float(f[5])))
+            elif kind == "GEMMREF" and len(f) >= 3:
+                run.gemmref = [g for g in run.gemmref if g[0] != f[1]] + [(f[1], float(f[2]))]
+            elif kind == "FAIL" and len(f) >= 2:
+                run.fails.append((f[1], " ".join(f[2:])))
+            elif kind == "MACHINE" and len(f) >= 2:
+                run.machine.append((f[1], " ".join(f[2:])))
+            elif kind == "ARGS":
+                run.args = effective_flags(f[1:])
+        except ValueError:
+            print(f"compare.py: ignoring malformed line: {line.rstrip()}", file=sys.stderr)
+    return run
+
+
+def effective_flags(words):
+    """bench/run.sh passes its defaults, then the caller's flags (every flag takes one value):
+    the last value of each flag is the one the programs used."""
+    flags = OrderedDict()
+    for i in range(0, len(words) - 1, 2):
+        flags.pop(words[i], None)
+        flags[words[i]] = words[i + 1]
+    return " ".join(f"{k} {v}" for k, v in flags.items())
+
+
+def local_machine():
+    """The machine facts when the raw lines carry none (a file from an older run)."""
+    import os
+    import platform
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return [("cpu", cpu), ("cores", f"{os.cpu_count()}"),
+            ("kernel", f"{platform.system()} {platform.release()} {platform.machine()}"),
+            ("note", "read from this machine, not recorded by the run")]
+
+
+def ns(v):
+    return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+
+
+def ratio(v, base):
+    if base is None or base <= 0 or v is None or v <= 0:
+        return "-"
+    r = v / base
+    return f"{r:.2f}" if r < 100 else f"{r:,.0f}"
+
+
+def table(rows, header, align):
+    """Plain text table; align is a string of 'l'/'r' per column."""
+    cells = [header] + rows
+    width = [max(len(r[i]) for r in cells) for i in range(len(header))]
+
+    def fmt(r):
+        out = [c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(r, width, align)]
+        return "  ".join(out).rstrip()
+
+    return "\n".join([fmt(header), "  ".join("-" * w for w in width)] + [fmt(r) for r in rows])
+
+
+def print_header(run):
+    print("ordo bench suite: ordo against its peers, same workloads, same machine, one run")
+    for key, value in run.machine or local_machine():
+        print(f"  {key:8} {value}")
+    if run.args:
+        print(f"  flags    {run.args}")
+    print()
+
+
+def skip_reason(run, system, workload):
+    for s, w, reason in run.skips:
+        if s == system and w in (workload, "-"):
+            return reason
+    return None
+
+
+def print_workloads(run):
+    present = {s for (s, _w) in run.results}
+    systems = run.ordered_systems(present)
+    if not systems:
+        return
+    print("A-E: ns per op, median of the repetitions [min - max]; "
+          "ratio = system / ordo (above 1: ordo is faster)")
+    rows = []
+    for w, title in WORKLOADS.items():
+        base = run.results.get((BASELINE, w), (None,))[0]
+        first = True
+        for s in systems:
+            r = run.results.get((s, w))
+            label = title if first else ""
+            if r:
+                rows.append([label, s, ns(r[0]), f"[{ns(r[1])} - {ns(r[2])}]", ratio(r[0], base)])
+            elif skip_reason(run, s, w) is not None:
+                rows.append([label, s, "SKIP", "(see notes)", ""])
+            else:
+                continue
+            first = False
+    print(table(rows, ["workload", "system", "median", "[min - max]", "ratio"], "llrrr"))
+    print()
+    print_summary(run, systems)
+
+
+def family(system):
+    return system.split("-", 1)[0]
+
+
+def print_summary(run, systems):
+    """One row per system: the ratios only, '*' marking each runtime's best mode."""
+    cols = list(WORKLOADS) + ["METG"]
+
+    def value(s, c):
+        if c == "METG":
+            m = run.metg.get(s)
+            return m[0] if m and m[0] > 0 else None
+        r = run.results.get((s, c))
+        return r[0] if r else None
+
+    best = {}
+    for c in cols:
+        for s in systems + [s for s in run.metg if s not in systems]:
+            if s.endswith("-prebuilt"):
+                continue  # the graph is built before timing: a lower bound, not a mode to pick
+            v = value(s, c)
+            k = (family(s), c)
+            if v is not None and (k not in best or v < value(best[k], c)):
+                best[k] = s
+    all_systems = run.ordered_systems(set(systems) | set(run.metg))
+    multi = {family(s) for s in all_systems if sum(family(t) == family(s) for t in all_systems) > 1}
+    rows = []
+    for s in all_systems:
+        row = [s]
+        for c in cols:
+            cell = ratio(value(s, c), value(BASELINE, c))
+            if family(s) in multi and best.get((family(s), c)) == s and cell != "-":
+                cell += "*"
+            row.append(cell)
+        rows.append(row)
+    print("Summary: ratio system / ordo per workload (above 1: ordo is faster)"
+          + ("; * = that runtime's best mode" if multi else ""))
+    print(table(rows, ["system"] + cols, "l" + "r" * len(cols)))
+    print()
+
+
+def us(v):
+    v /= 1000.0
+    return f"{v:g} us" if v >= 1 else f"{v:.2g} us"
+
+
+def print_metg(run):
+    systems = run.ordered_systems(set(run.metg) | set(run.eff))
+    if not systems:
+        return
+    print("F METG (Task Bench 1-D stencil, width 2 x threads, 3 dependencies per task): the "
+          "smallest task duration\n  still run at >= 50% efficiency; ratio = system / ordo "
+          "(above 1: ordo reaches finer grains)")
+    base = run.metg.get(BASELINE, (None,))[0]
+    base = base if base and base > 0 else None
+    rows = []
+    for s in systems:
+        m = run.metg.get(s)
+        if m is None:
+            rows.append([s, "(no METG line)", "", ""])
+        elif m[0] <= 0:
+            rows.append([s, "none >= 50%", "", ""])
+        else:
+            rows.append([s, us(m[0]), f"{m[1]:.0%}", ratio(m[0], base)])
+    print(table(rows, ["system", "METG", "eff at METG", "ratio"], "lrrr"))
+    grains = sorted({g for e in run.eff.values() for g in e}, reverse=True)
+    if grains:
+        print("\n  efficiency at each task duration (us)")
+        header = ["system"] + [f"{g / 1000:g}" for g in grains]
+        rows = [[s] + [f"{run.eff[s][g]:.2f}" if g in run.eff.get(s, {}) else "" for g in grains]
+                for s in systems]
+        print(table(rows, header, "l" + "r" * len(grains)))
+    print()
+
+
+def print_cholesky(run):
+    if not run.chol:
+        return
+    print("K tiled Cholesky (same kernels and tiling): GFLOP/s = n^3/3 / seconds; "
+          "ratio = system seconds / ordo seconds\n  (above 1: ordo is faster), against ordo "
+          "at the same n and tile")
+    refs = dict(run.gemmref)
+    ref2 = refs.get("dgemm-2t")
+    order = run.ordered_systems({c[0] for c in run.chol})
+    rows = []
+    for s in order:
+        for sys_, n, tile, gflops, seconds in run.chol:
+            if sys_ != s:
+                continue
+            base = next((c[4] for c in run.chol if c[0] == BASELINE and c[1] == n and c[2] == tile),
+                        None)
+            share = f"{gflops / ref2:.0%}" if ref2 else "-"
+            rows.append([s, str(n), str(tile), f"{gflops:.1f}", f"{seconds:.3f}", share,
+                         ratio(seconds, base)])
+    print(table(rows, ["system", "n", "tile", "GFLOP/s", "seconds", "% of dgemm-2t", "ratio"],
+                "lrrrrrr"))
+    if run.gemmref:
+        print("  OpenBLAS dgemm reference: "
+              + ", ".join(f"{label} {g:.1f} GFLOP/s" for label, g in run.gemmref))
+    print()
+
+
+def print_notes(run):
+    if not run.skips and not run.fails:
+        return
+    print("Notes")
+    for program, reason in run.fails:
+        print(f"  FAIL {program}: {reason}")
+    seen = set()
+    for s, w, reason in run.skips:
+        if (s, w, reason) in seen:
+            continue
+        seen.add((s, w, reason))
+        what = "all workloads" if w == "-" else f"workload {w}"
+        print(f"  SKIP {s}, {what}: {reason}")
+    print()
+
+
+def main(argv):
+    if len(argv) > 2 or (len(argv) == 2 and argv[1] in ("-h", "--help")):
+        print(__doc__, file=sys.stderr)
+        return 2
+    if len(argv) == 2:
+        with open(argv[1]) as f:
+            run = parse(f)
+    else:
+        run = parse(sys.stdin)
+    print_header(run)
+    print_workloads(run)
+    print_metg(run)
+    print_cholesky(run)
+    print_notes(run)
+    if not run.results and not run.metg and not run.chol:
+        print("no results: did any benchmark program run? (see the messages above)")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

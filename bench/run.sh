@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# The bench suite (`make bench`): installs missing peers, builds, runs ordo and every peer on the
+# same workloads, and prints one comparison table (bench/compare.py).
+#
+# Usage: bench/run.sh BUILD [--no-install] [--no-cholesky] [FLAGS...]
+#   FLAGS go to every bench_* program after the defaults `--reps 5 --threads 2`, so they win:
+#   e.g. `bench/run.sh build --ops 200000 --only AB` for a quick run (bench/bench_common.h
+#   lists the flags). The Cholesky programs (letter K) run when --only is absent or names K;
+#   CHOLESKY_ARGS (env) adds flags to them, e.g. CHOLESKY_ARGS="--n 2048".
+#   BENCH_TIMEOUT (env, seconds, default 3600) bounds each program.
+# Output: the table on stdout (also saved as BUILD/bench-table.txt), progress on stderr, the raw
+# lines in BUILD/bench-results.txt (`bench/compare.py BUILD/bench-results.txt` re-prints it).
+# A peer that is missing, fails or times out is reported in the table; it never stops the run.
+set -uo pipefail
+
+if [ $# -lt 1 ] || [ "${1#-}" != "$1" ]; then
+  sed -n '2,13p' "$0" >&2
+  exit 2
+fi
+build=$1
+shift
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+
+install=1
+cholesky=1
+only=""
+flags=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --no-install) install=0 ;;
+    --no-cholesky) cholesky=0 ;;
+    --only)
+      only=${2:-}
+      flags+=("$1" "$only")
+      shift
+      ;;
+    *) flags+=("$1") ;;
+  esac
+  shift
+done
+if [ -n "$only" ]; then
+  case $only in *K*) ;; *) cholesky=0 ;; esac
+fi
+threads=2
+for ((i = 0; i + 1 < ${#flags[@]}; i++)); do
+  [ "${flags[$i]}" = --threads ] && threads=${flags[$((i + 1))]}
+done
+timeout_s=${BENCH_TIMEOUT:-3600}
+
+log() { echo "bench: $*" >&2; }
+
+# ---- install and build ----
+if [ $install = 1 ]; then
+  bash "$root/tools/install-bench-deps.sh" "$build" || log "installing peers failed; going on"
+fi
+# Reconfigure so that meson sees peers installed since the build dir was set up.
+if [ -f "$build/build.ninja" ]; then
+  meson setup --reconfigure "$build" "$root" >/dev/null || log "meson reconfigure failed"
+else
+  meson setup "$build" "$root" >/dev/null || {
+    log "meson setup failed"
+    exit 1
+  }
+fi
+meson compile -C "$build" -j "${JOBS:-2}" >/dev/null || log "the build failed; running what was built"
+build=$(cd "$build" && pwd) # absolute: the Cholesky programs run inside it
+
+raw="$build/bench-results.txt"
+: >"$raw"
+
+# ---- the machine and the run, for the table's header ----
+{
+  cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+  echo "MACHINE cpu ${cpu:-unknown}"
+  echo "MACHINE cores $(nproc) online, $(grep -c ^processor /proc/cpuinfo) in /proc/cpuinfo"
+  echo "MACHINE kernel $(uname -srm)"
+  echo "MACHINE load $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min, before the run)"
+  echo "MACHINE date $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "MACHINE commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "ARGS --reps 5 --threads 2 ${flags[*]}"
+} >>"$raw"
+
+# Runs one program; its stdout goes to the raw file (and, as progress, to stderr). A failure
+# becomes a FAIL line in the table, not the end of the run.
+run_program() { # run_program NAME COMMAND...
+  local name=$1
+  shift
+  log "running $name"
+  local t0=$SECONDS
+  timeout --kill-after=10 "$timeout_s" "$@" | tee -a "$raw" >&2
+  local rc=${PIPESTATUS[0]}
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    echo "FAIL $name timed out after ${timeout_s}s" >>"$raw"
+  elif [ "$rc" != 0 ]; then
+    echo "FAIL $name exited with status $rc (its stderr above says why)" >>"$raw"
+  fi
+  log "$name took $((SECONDS - t0)) s"
+}
+
+# ---- A-F: ordo first, then every peer that was built ----
+if [ -z "$only" ] || [ -n "$(tr -dc 'A-F' <<<"$only")" ]; then
+  common=(--reps 5 --threads 2 "${flags[@]}")
+  if [ -x "$build/bench/bench_ordo" ]; then
+    run_program bench_ordo "$build/bench/bench_ordo" "${common[@]}"
+  else
+    echo "FAIL bench_ordo was not built" >>"$raw"
+  fi
+  for prog in "$build"/bench/bench_*; do
+    name=$(basename "$prog")
+    if [ ! -f "$prog" ] || [ ! -x "$prog" ] || [ "$name" = bench_ordo ]; then continue; fi
+    case $name in
+      bench_gomp | bench_libomp) OMP_NUM_THREADS=$threads run_program "$name" "$prog" "${common[@]}" ;;
+      *) run_program "$name" "$prog" "${common[@]}" ;;
+    esac
+  done
+  [ -x "$build/bench/bench_gomp" ] || echo "SKIP gomp - not built (gcc OpenMP missing?)" >>"$raw"
+  [ -x "$build/bench/bench_libomp" ] ||
+    echo "SKIP libomp - not built (clang or libomp-dev missing)" >>"$raw"
+fi
+
+# ---- K: tiled Cholesky, ordo's demo and its peers ----
+if [ $cholesky = 1 ]; then
+  read -r -a chol_args <<<"${CHOLESKY_ARGS:-}"
+  # The demo writes its trace into the current directory: run it inside the build dir.
+  progs=()
+  [ -x "$build/examples/cholesky" ] && progs+=("$build/examples/cholesky")
+  for prog in "$build"/bench/cholesky_*; do
+    [ -f "$prog" ] && [ -x "$prog" ] && progs+=("$prog")
+  done
+  [ ${#progs[@]} -gt 0 ] || echo "SKIP cholesky K no Cholesky program was built" >>"$raw"
+  for prog in "${progs[@]}"; do
+    (cd "$build" && run_program "$(basename "$prog")" "$prog" --threads "$threads" "${chol_args[@]}")
+  done
+fi
+
+python3 "$here/compare.py" "$raw" | tee "$build/bench-table.txt"
+log "raw lines: $raw, table: $build/bench-table.txt"
