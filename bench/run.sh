@@ -129,8 +129,13 @@ if [ $cholesky = 1 ]; then
     [ -f "$prog" ] && [ -x "$prog" ] && progs+=("$prog")
   done
   [ ${#progs[@]} -gt 0 ] || echo "SKIP cholesky K no Cholesky program was built" >>"$raw"
+  # The same protocol for all: a warm-up, then the median of 3; no trace for the demo (the peers
+  # write none either). CHOLESKY_ARGS comes last, so it wins.
   for prog in "${progs[@]}"; do
-    (cd "$build" && run_program "$(basename "$prog")" "$prog" --threads "$threads" "${chol_args[@]}")
+    own=()
+    [ "$(basename "$prog")" = cholesky ] && own=(--trace "")
+    (cd "$build" && run_program "$(basename "$prog")" "$prog" --threads "$threads" --reps 3 \
+      --warmup 1 --no-check "${own[@]}" "${chol_args[@]}")
   done
 fi
 

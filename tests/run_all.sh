@@ -17,6 +17,13 @@ bash "$here/install_consumer.sh" "$build"
 echo "== stress checker against a sequential model, short (make stress runs 10M ops)"
 "$build/tests/ordo_stress" --ops 500000
 
+echo "== the Cholesky demo, small, and its trace checked (make run runs N=4096)"
+demo_dir=$(mktemp -d)
+"$build/examples/cholesky" --n 512 --tile 64 --threads 2 --trace "$demo_dir/trace.json"
+python3 "$here/check_trace.py" "$demo_dir/trace.json" events=120 worker_rows=2 \
+  events_on_workers=120 'name:potrf(0)=1' 'name:gemm(7,6,5)=1'
+rm -rf "$demo_dir"
+
 echo "== the suite under ASan+UBSan (Criterion) and TSan (Criterion shim), in $build-asan, $build-tsan"
 bash "$here/run_sanitizers.sh" "$build"
 
