@@ -34,4 +34,7 @@ echo "== libFuzzer harnesses: saved regressions, then 20 s each (make fuzz runs 
 bash "$here/../fuzz/run.sh" 20
 
 echo "== Criterion suite"
-"$build/tests/ordo_tests" --jobs=2
+# Bounded: the Criterion runner itself once hung (no test process left) on an overloaded machine;
+# a hang must fail CI in minutes, not at its limit. The suite takes about 30 s.
+timeout --kill-after=10 900 "$build/tests/ordo_tests" --jobs=2 ||
+  { rc=$?; [ $rc -ge 124 ] && echo "run_all: the Criterion suite did not finish in 900 s" >&2; exit $rc; }
