@@ -35,6 +35,12 @@ ordo_status null_arg(const char* fn_name, const char* arg) {
   return fail(ORDO_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn_name, arg);
 }
 
+// An output struct the library fills: the caller must say how large its copy is.
+ordo_status check_out_struct(const char* fn_name, const char* arg, uint32_t size, const char* how) {
+  if (size >= sizeof(uint32_t)) return ORDO_OK;
+  return fail(ORDO_ERR_INVALID_ARGUMENT, "%s: %s->struct_size is not set (%s)", fn_name, arg, how);
+}
+
 // Far above any real op (at most 65,535 distinct vars), and small enough that two counts can
 // never wrap around size_t when added.
 constexpr size_t kMaxListLength = size_t{1} << 28;
@@ -191,10 +197,9 @@ ORDO_API ordo_status ordo_engine_get_config(ordo_engine* e, ordo_engine_config* 
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     if (!out) return null_arg(__func__, "out");
-    if (out->struct_size < sizeof(uint32_t)) {
-      return fail(ORDO_ERR_INVALID_ARGUMENT,
-                  "ordo_engine_get_config: out->struct_size is not set (use "
-                  "ordo_engine_config_init)");
+    if (ordo_status s =
+            check_out_struct(__func__, "out", out->struct_size, "use ordo_engine_config_init")) {
+      return s;
     }
     ordo_engine_config c = default_engine_config();
     c.kind = engine->config().kind;
@@ -213,9 +218,9 @@ ORDO_API ordo_status ordo_engine_stats(ordo_engine* e, ordo_stats* out) {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     if (!out) return null_arg(__func__, "out");
-    if (out->struct_size < sizeof(uint32_t)) {
-      return fail(ORDO_ERR_INVALID_ARGUMENT,
-                  "ordo_engine_stats: out->struct_size is not set (set it to sizeof(ordo_stats))");
+    if (ordo_status s =
+            check_out_struct(__func__, "out", out->struct_size, "set it to sizeof(ordo_stats)")) {
+      return s;
     }
     ordo_stats st;
     std::memset(&st, 0, sizeof st);
@@ -373,8 +378,9 @@ ORDO_API ordo_status ordo_exec_get_info(const ordo_exec* exec, ordo_exec_info* i
   return guarded(__func__, [&]() -> ordo_status {
     if (!exec) return null_arg(__func__, "exec");
     if (!info) return null_arg(__func__, "info");
-    if (info->struct_size < sizeof(uint32_t)) {
-      return fail(ORDO_ERR_INVALID_ARGUMENT, "ordo_exec_get_info: info->struct_size is not set");
+    if (ordo_status s = check_out_struct(__func__, "info", info->struct_size,
+                                         "set it to sizeof(ordo_exec_info)")) {
+      return s;
     }
     OpBlock* op = OpBlock::from_exec(exec);
     if (op != running_op()) {
