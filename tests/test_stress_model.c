@@ -26,6 +26,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "stress/stress_rng.h" /* the same xorshift64* as make stress */
+
 #define NV 48            /* vars */
 #define NPUSHERS 3       /* pusher threads, all sharing every var */
 #define TOTAL_OPS 120000 /* ops pushed in all (>= 100,000) */
@@ -115,18 +117,6 @@ static void diag(const char* fmt, ...) {
 static void mismatch(const op_rec* op, const char* what, int vi, long got, long want) {
   atomic_fetch_add(&g_mismatch, 1);
   diag("  op #%u: %s (var %d: got %ld, expected %ld)\n", op->seq, what, vi, got, want);
-}
-
-static inline uint64_t rng_next(uint64_t* s) { /* xorshift64* */
-  uint64_t x = *s;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  *s = x;
-  return x * 2685821657736338717ULL;
-}
-static inline uint32_t rng_below(uint64_t* s, uint32_t n) {
-  return (uint32_t)((rng_next(s) >> 33) % n);
 }
 
 /* ---- running side ---- */

@@ -85,7 +85,6 @@ class Engine {
   // --- observability (SPEC §9) ---
   void stats(ordo_stats* out) const;
   ordo_status write_trace(const char* path) const;
-  const Tracer* tracer() const { return tracer_.get(); }
 
   // --- waiting ---
   ordo_status wait_for_var(ordo_var v, const uint64_t* timeout_ns);
