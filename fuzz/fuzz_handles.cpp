@@ -493,6 +493,7 @@ class Session {
     o.free_fn = count_free;
     ordo_opr h = 0;
     ordo_status s = ordo_opr_new(p.ptr, count_run, t, cv, nc, mv, nm, &o, &h);
+    FUZZ_TRACE("  opr_new on %p -> %d, handle 0x%016llx\n", (void*)p.ptr, s, (unsigned long long)h);
     fuzz::check_status(__FILE__, __LINE__, "ordo_opr_new", s, want);
     if (s != ORDO_OK) return;
     remember(&opr_pool_, h, "prepared op");
@@ -511,6 +512,7 @@ class Session {
     for (size_t i = 0; valid && i < prep->vars.size(); ++i) valid = p.rec->has_var(prep->vars[i]);
     StatusSet want = expected_with_handle(p, valid);
     ordo_status s = ordo_opr_push_prepared(p.ptr, h, static_cast<int8_t>(in_.byte()));
+    FUZZ_TRACE("  opr_push 0x%016llx on %p -> %d\n", (unsigned long long)h, (void*)p.ptr, s);
     fuzz::check_status(__FILE__, __LINE__, "ordo_opr_push_prepared", s, want);
     if (s == ORDO_OK) ++prep->tally->expected_runs;
   }
@@ -523,6 +525,8 @@ class Session {
     // Deleting a prepared op pushes nothing: after destroy it may still work.
     if (p.state == EState::kShutDown && prep) want |= bit(ORDO_OK);
     ordo_status s = ordo_opr_delete(p.ptr, h);
+    FUZZ_TRACE("  opr_delete 0x%016llx on %p -> %d (model: %s)\n", (unsigned long long)h,
+               (void*)p.ptr, s, prep ? "live" : "not live");
     fuzz::check_status(__FILE__, __LINE__, "ordo_opr_delete", s, want);
     if (s == ORDO_OK) prep->live = false;
   }

@@ -9,7 +9,7 @@ namespace ordo {
 bool PreparedOp::try_acquire(uint32_t g) {
   uint64_t s = state.load(std::memory_order_acquire);
   for (;;) {
-    if ((s >> 40) != g || (s & kRefMask) == 0) return false;
+    if ((s >> 40) != g || (s & kLive) == 0) return false;
     if (state.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) return true;
   }
 }
@@ -21,9 +21,9 @@ bool PreparedOp::release() {
 bool PreparedOp::retire(uint32_t g, bool* last) {
   uint64_t s = state.load(std::memory_order_acquire);
   for (;;) {
-    if ((s >> 40) != g || (s & kRefMask) == 0) return false;
+    if ((s >> 40) != g || (s & kLive) == 0) return false;
     uint64_t refs = (s & kRefMask) - 1;
-    uint64_t next = (static_cast<uint64_t>(next_generation(g)) << 40) | refs;
+    uint64_t next = (static_cast<uint64_t>(g) << 40) | refs;  // not live; same generation
     if (state.compare_exchange_weak(s, next, std::memory_order_acq_rel)) {
       *last = refs == 0;
       return true;
@@ -66,7 +66,8 @@ uint32_t PreparedTable::publish(PreparedOp* p) {
     std::lock_guard<std::mutex> lock(mutex_);
     g = gens_[p->index];
   }
-  p->state.store((static_cast<uint64_t>(g) << 40) | 1, std::memory_order_release);
+  p->state.store((static_cast<uint64_t>(g) << 40) | PreparedOp::kLive | 1,
+                 std::memory_order_release);
   return g;
 }
 
@@ -81,7 +82,8 @@ void PreparedTable::finish(PreparedOp* p) {
   p->free_fn = nullptr;
   p->refs.clear();
   std::lock_guard<std::mutex> g(mutex_);
-  uint32_t next = static_cast<uint32_t>(p->state.load(std::memory_order_relaxed) >> 40);
+  uint32_t next =
+      next_generation(static_cast<uint32_t>(p->state.load(std::memory_order_relaxed) >> 40));
   gens_[p->index] = next;
   if (next == 0) return;  // generations spent: retire the slot
   try {
@@ -95,7 +97,7 @@ void PreparedTable::finish_all_live() {
   for (uint32_t i = 0; i < next_index_; ++i) {
     PreparedOp* p = find(i);
     uint64_t s = p->state.load(std::memory_order_acquire);
-    if ((s & PreparedOp::kRefMask) == 0) continue;
+    if ((s & PreparedOp::kLive) == 0) continue;
     bool last = false;
     if (p->retire(static_cast<uint32_t>(s >> 40), &last) && last) finish(p);
   }

@@ -22,7 +22,12 @@ namespace ordo {
 class WorkerGroup;
 
 struct PreparedOp {
-  static constexpr uint64_t kRefMask = (uint64_t{1} << 40) - 1;
+  // state: [63..40] generation, [39] live (the handle has not been deleted), [38..0] references
+  // (the handle's own while live, plus one per push in flight). Deleting clears `live` and keeps
+  // the generation: the next generation becomes valid only when the slot is reused, so a handle
+  // one generation ahead never names an op whose pushes are still running.
+  static constexpr uint64_t kLive = uint64_t{1} << 39;
+  static constexpr uint64_t kRefMask = kLive - 1;
 
   std::atomic<uint64_t> state{0};
   uint32_t index = 0;
