@@ -77,9 +77,12 @@ ordo_engine_config default_engine_config() {
 ordo_status make_spec(const char* fn_name, ordo_fn fn, void* user_data, const ordo_var* cv,
                       size_t nc, const ordo_var* mv, size_t nm, const ordo_push_opts* opts,
                       OpSpec* spec) {
-  if (!fn) return null_arg(fn_name, "fn");
-  if (ordo_status s = check_var_list(fn_name, cv, nc, "const_vars")) return s;
-  if (ordo_status s = check_var_list(fn_name, mv, nm, "mutable_vars")) return s;
+  // One test for the common case of valid arguments; the messages come from the slow path.
+  if (!fn || (nc != 0 && !cv) || (nm != 0 && !mv) || (nc | nm) > kMaxListLength) {
+    if (!fn) return null_arg(fn_name, "fn");
+    if (ordo_status s = check_var_list(fn_name, cv, nc, "const_vars")) return s;
+    if (ordo_status s = check_var_list(fn_name, mv, nm, "mutable_vars")) return s;
+  }
   spec->fn = fn;
   spec->user_data = user_data;
   if (!opts) return ORDO_OK;  // OpSpec's defaults are the push defaults: nothing to copy

@@ -12,7 +12,8 @@
 
 namespace ordo {
 
-struct EngineSlot {
+// 32 bytes, so that telling a real slot address from a made-up one is a mask, not a division.
+struct alignas(32) EngineSlot {
   std::atomic<Engine*> engine{nullptr};
   std::atomic<int64_t> refs{0};  // 0: free (or freed)
   std::atomic<bool> creator_ref{false};

@@ -242,7 +242,7 @@ ordo_status Engine::var_get_error(ordo_var h, int32_t* code, char* buf, size_t c
   if (ordo_status s = refs.collect(vars_, tag_, &h, 1, nullptr, 0)) return s;
   VarSlot* v = refs[0].slot;
   SpinGuard g(v->push_lock);
-  if (!v->named_by(refs[0].gen)) return stale_var(refs[0]);
+  if (!v->named_by(refs[0].gen)) return stale_var(tag_, refs[0]);
   SpinGuard e(v->error_lock);
   ErrorRecord* err = v->current_error();
   *code = err ? err->code : 0;
@@ -440,7 +440,7 @@ ordo_status Engine::enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* r
   for (size_t i = 0; i < n; ++i) {
     if (!refs[i].slot->named_by(refs[i].gen)) {
       unlock_all(refs, n);
-      return stale_var(refs[i]);
+      return stale_var(tag_, refs[i]);
     }
   }
   // The counter starts at n. Workers decrement it for accesses that wait; the pusher subtracts
@@ -489,7 +489,7 @@ ordo_status Engine::prepared_new(const OpSpec& spec, const ordo_var* const_vars,
   }
   for (size_t i = 0; i < refs.size(); ++i) {
     SpinGuard g(refs[i].slot->push_lock);
-    if (!refs[i].slot->named_by(refs[i].gen)) return stale_var(refs[i]);
+    if (!refs[i].slot->named_by(refs[i].gen)) return stale_var(tag_, refs[i]);
   }
   std::vector<VarRef> stored(refs.data(), refs.data() + refs.size());
   PreparedOp* p = prepared_.allocate();

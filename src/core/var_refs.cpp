@@ -2,37 +2,13 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cstring>
 
-#include "core/handle_bits.h"
 #include "core/last_error.h"
 
 namespace ordo {
 
-ordo_status VarRefs::collect(const VarTable& table, uint32_t engine_tag, const ordo_var* const_vars,
-                             size_t num_const, const ordo_var* mutable_vars, size_t num_mutable) {
-  size_ = 0;
-  heap_.clear();
-  if (num_const + num_mutable > kInline) heap_.resize(num_const + num_mutable);
-  for (size_t i = 0; i < num_const; ++i) {
-    if (ordo_status s = add(table, engine_tag, const_vars[i], false)) return s;
-  }
-  for (size_t i = 0; i < num_mutable; ++i) {
-    if (ordo_status s = add(table, engine_tag, mutable_vars[i], true)) return s;
-  }
-  sort_and_merge();
-  if (size_ > OpBlock::kMaxLinks) {
-    return fail(ORDO_ERR_INVALID_ARGUMENT, "an op uses %zu distinct vars; at most %u are allowed",
-                size_, OpBlock::kMaxLinks);
-  }
-  return ORDO_OK;
-}
-
-ordo_status stale_var(const VarRef& r) {
-  return fail(ORDO_ERR_INVALID_HANDLE,
-              "var handle 0x%016" PRIx64 " is stale: the variable was deleted", r.handle);
-}
-
-ordo_status VarRefs::add(const VarTable& table, uint32_t engine_tag, ordo_var h, bool write) {
+ordo_status VarRefs::bad_handle(const VarTable& table, uint32_t engine_tag, ordo_var h) {
   if (h == 0) return fail(ORDO_ERR_INVALID_HANDLE, "var handle 0 is never a valid variable");
   HandleBits b = HandleBits::decode(h);
   if (b.tag != engine_tag) {
@@ -40,29 +16,60 @@ ordo_status VarRefs::add(const VarTable& table, uint32_t engine_tag, ordo_var h,
                 "var handle 0x%016" PRIx64 " was not issued by this engine (foreign or made up)",
                 h);
   }
-  VarSlot* slot = b.gen ? table.find(b.index) : nullptr;
-  if (!slot) {
-    return fail(ORDO_ERR_INVALID_HANDLE,
-                "var handle 0x%016" PRIx64 " names no variable of this engine (made up)", h);
-  }
-  __builtin_prefetch(slot, 1);  // locked shortly: overlap the likely cross-core miss
-  data()[size_++] = VarRef{slot, b.index, b.gen, h, write};
-  return ORDO_OK;
+  (void)table;  // generation 0, or an index beyond every chunk: never issued
+  return fail(ORDO_ERR_INVALID_HANDLE,
+              "var handle 0x%016" PRIx64 " names no variable of this engine (made up)", h);
 }
 
-void VarRefs::sort_and_merge() {
-  if (size_ < 2) return;  // the common single-var op: nothing to order or merge
-  VarRef* r = data();
-  auto by_index = [](const VarRef& a, const VarRef& b) { return a.index < b.index; };
-  if (size_ <= kInline) {
+namespace {
+
+// Orders a and b by slot address without a branch: var lists come in random order, and a
+// mispredicted compare costs more than the whole swap.
+inline void order_pair(VarRef& a, VarRef& b) {
+  static_assert(sizeof(VarRef) == 16, "a VarRef swaps as two words");
+  uint64_t aw[2], bw[2];
+  std::memcpy(aw, &a, sizeof aw);
+  std::memcpy(bw, &b, sizeof bw);
+  // All ones when b's slot comes first: the words are exchanged by masks, not a branch.
+  uint64_t mask = uint64_t{0} - static_cast<uint64_t>(bw[0] < aw[0]);
+  uint64_t d0 = (aw[0] ^ bw[0]) & mask;
+  uint64_t d1 = (aw[1] ^ bw[1]) & mask;
+  aw[0] ^= d0;
+  bw[0] ^= d0;
+  aw[1] ^= d1;
+  bw[1] ^= d1;
+  std::memcpy(&a, aw, sizeof aw);
+  std::memcpy(&b, bw, sizeof bw);
+}
+
+}  // namespace
+
+ordo_status VarRefs::sort_and_merge() {
+  VarRef* r = data_;
+  auto before = [](const VarRef& a, const VarRef& b) { return a.slot < b.slot; };
+  if (size_ <= 4) {  // sorting networks for the common short lists
+    if (size_ == 4) {
+      order_pair(r[0], r[1]);
+      order_pair(r[2], r[3]);
+      order_pair(r[0], r[2]);
+      order_pair(r[1], r[3]);
+      order_pair(r[1], r[2]);
+    } else {
+      order_pair(r[0], r[1]);
+      if (size_ == 3) {
+        order_pair(r[1], r[2]);
+        order_pair(r[0], r[1]);
+      }
+    }
+  } else if (size_ <= kInline) {
     for (size_t i = 1; i < size_; ++i) {  // insertion sort: lists are short
       VarRef x = r[i];
       size_t j = i;
-      for (; j > 0 && by_index(x, r[j - 1]); --j) r[j] = r[j - 1];
+      for (; j > 0 && before(x, r[j - 1]); --j) r[j] = r[j - 1];
       r[j] = x;
     }
   } else {
-    std::sort(r, r + size_, by_index);
+    std::sort(r, r + size_, before);
   }
   size_t out = 0;
   for (size_t i = 0; i < size_; ++i) {
@@ -73,6 +80,17 @@ void VarRefs::sort_and_merge() {
     }
   }
   size_ = out;
+  if (size_ > OpBlock::kMaxLinks) {
+    return fail(ORDO_ERR_INVALID_ARGUMENT, "an op uses %zu distinct vars; at most %u are allowed",
+                size_, OpBlock::kMaxLinks);
+  }
+  return ORDO_OK;
+}
+
+ordo_status stale_var(uint32_t engine_tag, const VarRef& r) {
+  uint64_t handle = HandleBits::encode(engine_tag, r.gen, r.slot->index);
+  return fail(ORDO_ERR_INVALID_HANDLE,
+              "var handle 0x%016" PRIx64 " is stale: the variable was deleted", handle);
 }
 
 void lock_all(const VarRef* refs, size_t n) {

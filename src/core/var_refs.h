@@ -1,12 +1,17 @@
-// VarRefs: the vars of one op, resolved from handles, sorted by slot index and deduplicated.
+// VarRefs: the vars of one op, resolved from handles, sorted by slot address and deduplicated.
 // Sorting gives every push the same lock order (no deadlock between concurrent pushes);
 // deduplicating makes "listed twice counts once" and "both lists counts as mutable" hold.
+//
+// This runs on every push, so it is kept small: a VarRef is 16 bytes, the order is the slots'
+// addresses (slots never move, and comparing pointers needs no load of the slot), and the
+// common short lists never touch the heap.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "core/handle_bits.h"
 #include "core/var_slot.h"
 #include "core/var_table.h"
 #include "ordo/ordo.h"
@@ -15,9 +20,7 @@ namespace ordo {
 
 struct VarRef {
   VarSlot* slot;
-  uint32_t index;  // from the handle: sorting by it does not touch the slot's cache line
-  uint32_t gen;
-  uint64_t handle;  // for error messages
+  uint32_t gen;  // from the handle; checked against the slot under its push lock
   bool write;
 };
 
@@ -34,26 +37,58 @@ class VarRefs {
   // var's lock, where it cannot race with ordo_var_delete (see stale_var()).
   // ORDO_ERR_INVALID_ARGUMENT when more than OpBlock::kMaxLinks distinct vars remain.
   ordo_status collect(const VarTable& table, uint32_t engine_tag, const ordo_var* const_vars,
-                      size_t num_const, const ordo_var* mutable_vars, size_t num_mutable);
+                      size_t num_const, const ordo_var* mutable_vars, size_t num_mutable) {
+    size_ = 0;
+    VarRef* out = inline_;
+    if (num_const + num_mutable > kInline) {
+      heap_.resize(num_const + num_mutable);
+      out = heap_.data();
+    }
+    data_ = out;
+    for (size_t i = 0; i < num_const; ++i) {
+      if (!resolve(table, engine_tag, const_vars[i], false, &out[size_++])) {
+        return bad_handle(table, engine_tag, const_vars[i]);
+      }
+    }
+    for (size_t i = 0; i < num_mutable; ++i) {
+      if (!resolve(table, engine_tag, mutable_vars[i], true, &out[size_++])) {
+        return bad_handle(table, engine_tag, mutable_vars[i]);
+      }
+    }
+    if (size_ > 1) return sort_and_merge();
+    return ORDO_OK;
+  }
 
   size_t size() const { return size_; }
-  VarRef* data() { return heap_.empty() ? inline_ : heap_.data(); }
-  const VarRef* data() const { return heap_.empty() ? inline_ : heap_.data(); }
-  VarRef& operator[](size_t i) { return data()[i]; }
+  VarRef* data() { return data_; }
+  const VarRef* data() const { return data_; }
+  VarRef& operator[](size_t i) { return data_[i]; }
 
  private:
-  ordo_status add(const VarTable& table, uint32_t engine_tag, ordo_var h, bool write);
-  void sort_and_merge();
+  // Fills `r` from handle `h`; false when the handle names no var of this engine.
+  static bool resolve(const VarTable& table, uint32_t engine_tag, ordo_var h, bool write,
+                      VarRef* r) {
+    HandleBits b = HandleBits::decode(h);
+    VarSlot* slot = (b.tag == engine_tag && b.gen != 0) ? table.find(b.index) : nullptr;
+    if (!slot) return false;
+    __builtin_prefetch(slot, 1);  // locked shortly: overlap the likely cross-core miss
+    *r = VarRef{slot, b.gen, write};
+    return true;
+  }
+  // The message for a handle resolve() refused (cold).
+  static ordo_status bad_handle(const VarTable& table, uint32_t engine_tag, ordo_var h);
+  ordo_status sort_and_merge();
 
+  VarRef* data_ = inline_;
+  size_t size_ = 0;
   VarRef inline_[kInline];
   std::vector<VarRef> heap_;
-  size_t size_ = 0;
 };
 
 // The error for a var whose generation no longer matches its handle (it was deleted).
-ordo_status stale_var(const VarRef& r);
+ordo_status stale_var(uint32_t engine_tag, const VarRef& r);
 
-// Takes every var's push lock in index order (the order VarRefs keeps); unlocks in reverse.
+// Takes every var's push lock in address order (the order VarRefs keeps); unlocks in reverse.
 void lock_all(const VarRef* refs, size_t n);
 void unlock_all(const VarRef* refs, size_t n);
 
