@@ -115,7 +115,8 @@ bool WorkerGroup::any_work_visible() const {
 }
 
 namespace {
-constexpr int kPauseRounds = 8;  // ~10 us of pause-spinning before yielding
+constexpr int kPauseRounds = 8;    // ~10 us of pause-spinning before yielding
+constexpr int kSearchRounds = 64;  // then yields, up to this many rounds in all, before sleeping
 }  // namespace
 
 // Spins briefly (work often arrives within microseconds), then yields, then sleeps. Yielding
@@ -124,20 +125,11 @@ constexpr int kPauseRounds = 8;  // ~10 us of pause-spinning before yielding
 // sees the engine idle as soon as it is.
 OpBlock* WorkerGroup::wait_for_work(Worker* w) {
   engine_->flush_completions(w);
-  for (int round = 0; round < 64; ++round) {
-    if (OpBlock* op = find_work(w)) return op;
-    if (round < kPauseRounds) {
-      for (int i = 0; i < 32; ++i) cpu_relax();
-    } else {
-      sched_yield();
-    }
-  }
   for (;;) {
+    if (OpBlock* op = search(w)) return op;
     uint32_t key = wake_.prepare_wait();
-    if (any_work_visible()) {  // an op is there, or a push is half done: go get it
+    if (any_work_visible()) {  // an op is there, or a push is half done: search again
       wake_.cancel_wait();
-      if (OpBlock* op = find_work(w)) return op;
-      sched_yield();
       continue;
     }
     if (stopping_.load(std::memory_order_seq_cst)) {
@@ -145,8 +137,28 @@ OpBlock* WorkerGroup::wait_for_work(Worker* w) {
       return find_work(w);
     }
     wake_.wait(key);
-    if (OpBlock* op = find_work(w)) return op;
   }
+}
+
+// The spinning phase, during which producers leave this worker unwoken (see wake_one). When
+// it ends, this worker may have been counted on for work it has not seen: having found an op,
+// the last searcher wakes a sleeper if more work is visible; having found none, the caller
+// checks once more before sleeping.
+OpBlock* WorkerGroup::search(Worker* w) {
+  searching_.fetch_add(1, std::memory_order_seq_cst);
+  OpBlock* op = nullptr;
+  for (int round = 0; round < kSearchRounds && !op; ++round) {
+    if ((op = find_work(w))) break;
+    if (round < kPauseRounds) {
+      for (int i = 0; i < 32; ++i) cpu_relax();
+    } else {
+      sched_yield();
+    }
+  }
+  if (searching_.fetch_sub(1, std::memory_order_seq_cst) == 1 && op && any_work_visible()) {
+    wake_.notify_one();
+  }
+  return op;
 }
 
 }  // namespace ordo

@@ -27,7 +27,7 @@ struct alignas(64) Worker {
   WorkerGroup* group = nullptr;
   int32_t index = 0;
   OpBlock* next = nullptr;       // a ready op this worker runs next (no queue round trip)
-  uint32_t unflushed = 0;        // completions not yet added to the engine's completed count
+  uint32_t unflushed = 0;        // completions since waiters were last told (see flush_completions)
   OpCache cache;                 // private free OpBlocks
   PushLane* lane = nullptr;      // counts the pushes this worker's ops make
   WorkDeque deque;               // ops this worker made ready; other workers of the group steal
@@ -46,14 +46,15 @@ class WorkerGroup {
   }
   // Hands a ready op to the group's workers.
   void enqueue(OpBlock* op) {
-    queue_.push(op);
-    wake_.notify_one();
+    queue_.push(op);  // a seq_cst RMW: the producer's half of the handshake (see wake_one)
+    wake_one();
   }
   // Puts an op that worker `w` (of this group) made ready on its own deque, waking an idle
   // worker to steal it. False when the op must go through enqueue() instead.
   bool hand_to_self(Worker& w, OpBlock* op) {
     if (w.group != this || op->priority != 0 || !w.deque.push(op)) return false;
-    wake_.notify_one_after_plain_store();
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // stands in for the RMW of enqueue()
+    wake_one();
     return true;
   }
   // Whether a worker of this group that just made `op` ready may run it itself next.
@@ -71,6 +72,15 @@ class WorkerGroup {
   ordo_status start();
   void run(Worker* w);
   OpBlock* wait_for_work(Worker* w);
+  OpBlock* search(Worker* w);
+  // Wakes a sleeping worker for newly published work, unless a worker is searching: that one
+  // will find it within microseconds, and a futex wake costs the producer (often the pushing
+  // thread, the bottleneck) a system call. Producers call it after publishing with a seq_cst
+  // RMW or fence; a searcher stops counting itself with a seq_cst RMW before its last look for
+  // work, so either the producer sees it searching or it sees the work.
+  void wake_one() {
+    if (searching_.load(std::memory_order_seq_cst) == 0) wake_.notify_one();
+  }
   OpBlock* find_work(Worker* w);
   OpBlock* steal(Worker* w);
   bool any_work_visible() const;
@@ -80,6 +90,7 @@ class WorkerGroup {
   int32_t threads_;
   ReadyQueue queue_;
   EventCount wake_;
+  alignas(64) std::atomic<int32_t> searching_{0};  // workers spinning for work (not asleep)
   std::atomic<bool> started_{false};
   std::atomic<bool> stopping_{false};
   std::mutex start_mutex_;
