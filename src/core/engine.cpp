@@ -1,5 +1,7 @@
 #include "core/engine.h"
 
+#include <sched.h>
+
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -215,6 +217,10 @@ Worker* Engine::current_worker() const {
 
 void Engine::enter_worker(Worker* w) {
   tls_worker = w;
+  // Lanes below first_external_lane_ are the workers' (one per worker thread the config asks
+  // for); a worker without one counts through the shared paths.
+  uint32_t i = next_worker_lane_.fetch_add(1, std::memory_order_relaxed);
+  w->lane = i < first_external_lane_ ? &lanes_[i] : nullptr;
   if (tracer_) w->trace = tracer_->add_worker_row(w->group->role(), w->index);
 }
 
@@ -384,19 +390,25 @@ ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef
   return ORDO_OK;
 }
 
-// Adds a lane's recent pushes to the approximate count and applies the submission throttle.
+// Applies the submission throttle every kPublishEvery pushes of a lane.
 void Engine::publish_pushes(PushLane* lane) {
   lane->unpublished = 0;
-  int64_t pushed =
-      pushed_approx_.fetch_add(kPublishEvery, std::memory_order_relaxed) + kPublishEvery;
-  int64_t approx = pushed - completed_.load(std::memory_order_relaxed);
-  if (cfg_.max_pending > 0 && approx >= cfg_.max_pending && !called_from_inside()) throttle();
+  if (cfg_.max_pending > 0 && pending_now() >= cfg_.max_pending && !called_from_inside()) {
+    throttle();
+  }
+}
+
+// Every op counted as completed was counted by its lane as pushed before, so reading the
+// completions first and the pushes second never undercounts what is pending.
+int64_t Engine::completed_now() const {
+  int64_t done = completed_.load(std::memory_order_seq_cst);
+  for (uint32_t i = 0; i < first_external_lane_; ++i)
+    done += lanes_[i].completed.load(std::memory_order_acquire);
+  return done;
 }
 
 int64_t Engine::pending_now() const {
-  // completed_ first: every op it counts was counted by its lane before, so the sum of the
-  // lanes read afterwards includes it, and the difference is never an undercount.
-  int64_t done = completed_.load(std::memory_order_seq_cst);
+  int64_t done = completed_now();
   int64_t pushed = shared_lane_.pushed.load(std::memory_order_acquire);
   for (uint32_t i = 0; i < num_lanes_; ++i)
     pushed += lanes_[i].pushed.load(std::memory_order_acquire);
@@ -645,6 +657,16 @@ void Engine::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
     *ready_tail = r;
     ready_tail = &r->next;
   };
+  // Counted before its vars are released: whoever sees a var released (a successor, the signal
+  // op of ordo_wait_for_var) finds this op completed. Waits for all work, which may therefore
+  // see the count before the release, wait for `releasing` to drop (wait_for_releases()).
+  PushLane* lane = self ? self->lane : nullptr;
+  if (lane) {
+    lane->releasing.store(1, std::memory_order_relaxed);
+  } else {
+    external_releasing_.fetch_add(1, std::memory_order_seq_cst);
+  }
+  note_completed(lane ? self : nullptr);
   VarLink* links = op->links();
   for (uint32_t i = 0; i < op->num_links; ++i) {
     VarLink& l = links[i];
@@ -657,6 +679,11 @@ void Engine::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
   }
   ErrorRecord::release(failure);
   pool_.release(op, self ? &self->cache : nullptr);
+  if (lane) {
+    lane->releasing.store(0, std::memory_order_release);
+  } else {
+    external_releasing_.fetch_sub(1, std::memory_order_release);
+  }
   // A worker keeps one successor for itself, but never while a callback of its own is still on
   // the stack (that callback might wait for the successor to start).
   Worker* keeper = tls_running_op == nullptr ? self : nullptr;
@@ -665,7 +692,6 @@ void Engine::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
     ready = r->next;
     dispatch(r, keeper);
   }
-  note_completed(self);
 }
 
 void Engine::release_user_data(OpBlock* op) {
@@ -723,22 +749,32 @@ void Engine::record_failure(ErrorRecord* r) {
 }
 
 void Engine::note_completed(Worker* self) {
-  if (!self) {
+  if (!self) {  // a thread that is not a worker, or a worker without a lane
     add_completed(1);
-  } else if (++self->unflushed >= 64) {
-    flush_completions(self);
+    return;
   }
+  self->lane->count_completion();
+  if (++self->unflushed >= 64) flush_completions(self);
 }
 
+// Wakes whoever waits for completions (throttled pushers, ordo_wait_for_all) after a batch of a
+// worker's completions, or when the worker runs out of work. Completions are counted as they
+// happen; only this notification is batched.
 void Engine::flush_completions(Worker* w) {
   if (w->unflushed == 0) return;
-  int64_t n = w->unflushed;
   w->unflushed = 0;
-  add_completed(n);
+  // The worker's half of the handshake with a waiter: its counts were stored, then it looks for
+  // waiters; a waiter registers, then reads the counts (one of the two sees the other).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  announce_completions();
 }
 
 void Engine::add_completed(int64_t n) {
   completed_.fetch_add(n, std::memory_order_seq_cst);
+  announce_completions();
+}
+
+void Engine::announce_completions() {
   throttle_wake_.notify_all();  // a load when no pusher is throttled
   if (idle_waiters_.load(std::memory_order_seq_cst) == 0) return;
   std::lock_guard<std::mutex> g(idle_mutex_);
@@ -781,8 +817,7 @@ void Engine::stats(ordo_stats* out) const {
   // A push rejected after its lane counted it (a stale var) is counted as completed too, to keep
   // pending right; neither count shows it.
   const int64_t rejected = rejected_.load(std::memory_order_seq_cst);
-  int64_t done = completed_.load(std::memory_order_seq_cst) -
-                 internal_completed_.load(std::memory_order_seq_cst) - rejected;
+  int64_t done = completed_now() - internal_completed_.load(std::memory_order_seq_cst) - rejected;
   int64_t pushed = shared_lane_.pushed.load(std::memory_order_acquire);
   for (uint32_t i = 0; i < num_lanes_; ++i)
     pushed += lanes_[i].pushed.load(std::memory_order_acquire);
@@ -834,7 +869,18 @@ ordo_status Engine::wait_idle(const uint64_t* timeout_ns) {
     }
   }
   idle_waiters_.fetch_sub(1, std::memory_order_relaxed);
-  return idle ? ORDO_OK : ORDO_ERR_TIMEOUT;
+  if (!idle) return ORDO_ERR_TIMEOUT;
+  wait_for_releases();
+  return ORDO_OK;
+}
+
+// Ops are counted as completed just before their vars are released (see finalize): once
+// nothing is pending, the last releases are at most a few hundred instructions away.
+void Engine::wait_for_releases() const {
+  for (uint32_t i = 0; i < first_external_lane_; ++i) {
+    while (lanes_[i].releasing.load(std::memory_order_acquire) != 0) sched_yield();
+  }
+  while (external_releasing_.load(std::memory_order_acquire) != 0) sched_yield();
 }
 
 ordo_status Engine::wait_for_all(const uint64_t* timeout_ns) {

@@ -104,7 +104,10 @@ class Engine {
   void throttle();
   void publish_pushes(PushLane* lane);
   int64_t pending_now() const;
+  int64_t completed_now() const;
   void add_completed(int64_t n);
+  void announce_completions();
+  void wait_for_releases() const;
   void fill(OpBlock* op, const OpSpec& spec, WorkerGroup* group);
   bool attach_links(OpBlock* op, size_t n);
   void finalize(OpBlock* op, ErrorRecord* failure, Worker* self);
@@ -131,8 +134,10 @@ class Engine {
   // (naive). In CUDA builds, per-GPU compute and copy groups sit beside these, per device id.
   WorkerGroup* route_[kNumGroups] = {};
 
-  // Pending ops = all lanes' push counts - completed_. Each lane is written by one thread, so a
-  // push costs no atomic read-modify-write; waits add the lanes up (read completed_ first).
+  // Pending ops = all lanes' push counts - (completed_ + the worker lanes' completion counts).
+  // Each lane is written by one thread, so neither a push nor a worker's completion costs an
+  // atomic read-modify-write; waits add the lanes up (completions first). completed_ counts
+  // completions on threads that are not workers.
   std::unique_ptr<PushLane[]> lanes_;
   uint32_t num_lanes_ = 0;
   uint32_t first_external_lane_ = 0;  // lanes below this belong to workers
@@ -140,9 +145,10 @@ class Engine {
   SpinLock shared_lane_lock_;  // for threads that found every lane taken
   PushLane shared_lane_;
   alignas(64) std::atomic<int64_t> completed_{0};
-  alignas(64) std::atomic<int64_t> pushed_approx_{0};  // lags by < 256 per lane: for throttling
   alignas(64) std::atomic<bool> shutting_down_{false};
   std::atomic<int32_t> idle_waiters_{0};
+  // Threads that are not workers releasing the vars of an op already counted as completed.
+  std::atomic<int32_t> external_releasing_{0};
   EventCount throttle_wake_;  // pushers waiting for pending ops to fall to max_pending / 2
   std::mutex idle_mutex_;
   std::condition_variable idle_cv_;

@@ -1,6 +1,7 @@
 // PushLane: what one pushing thread owns inside one engine, so that a push needs no atomic
 // read-modify-write of its own: a private magazine of op blocks, and its count of pushes (a
-// plain store by its single writer; waits add up all lanes' counts).
+// plain store by its single writer; waits add up all lanes' counts). A worker's lane also
+// counts the ops that worker completes, the same way.
 //
 // Workers own a lane each for the pushes their ops make. Other threads claim a free lane on
 // their first push to an engine (remembered in a small thread-local cache keyed by the engine's
@@ -22,11 +23,20 @@ class Engine;
 struct alignas(64) PushLane {
   std::atomic<uint64_t> owner{0};  // the owning thread's token; 0: free
   std::atomic<int64_t> pushed{0};  // ops pushed through this lane (written by the owner only)
-  int64_t unpublished = 0;         // pushes not yet added to the engine's approximate count
-  OpCache cache;                   // free op blocks, used by the owner only
+  // A worker's lane: the ops this worker completed (written by the worker only). Counted per op
+  // with a plain store, so a waiter woken by an op's completion always sees it counted.
+  std::atomic<int64_t> completed{0};
+  // 1 while this worker releases the vars of an op it has already counted as completed (see
+  // Engine::finalize); waits for all work wait for it to drop.
+  std::atomic<uint32_t> releasing{0};
+  int64_t unpublished = 0;  // pushes since the throttle was last checked
+  OpCache cache;            // free op blocks, used by the owner only
 
   void count_push() {
     pushed.store(pushed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  void count_completion() {
+    completed.store(completed.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   }
   void uncount_push() {
     pushed.store(pushed.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
