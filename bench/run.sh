@@ -69,6 +69,14 @@ build=$(cd "$build" && pwd) # absolute: the Cholesky programs run inside it
 raw="$build/bench-results.txt"
 : >"$raw"
 
+# The cache-line round trip between two cores (bench/core_latency.c says why it matters).
+core_rtt() { # core_rtt WHEN
+  [ -x "$build/bench/core_latency" ] || return 0
+  local m
+  read -r m _ < <("$build/bench/core_latency")
+  echo "MACHINE c2c-$1 ${m} ns cache-line round trip between 2 cores ($1 the run)"
+}
+
 # ---- the machine and the run, for the table's header ----
 {
   cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
@@ -78,6 +86,7 @@ raw="$build/bench-results.txt"
   echo "MACHINE load $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min, before the run)"
   echo "MACHINE date $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "MACHINE commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  core_rtt before
   echo "ARGS --reps 5 --threads 2 ${flags[*]}"
 } >>"$raw"
 
@@ -139,5 +148,6 @@ if [ $cholesky = 1 ]; then
   done
 fi
 
+core_rtt after >>"$raw"
 python3 "$here/compare.py" "$raw" | tee "$build/bench-table.txt"
 log "raw lines: $raw, table: $build/bench-table.txt"
