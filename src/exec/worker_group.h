@@ -84,10 +84,12 @@ class WorkerGroup {
   OpBlock* find_work(Worker* w);
   OpBlock* steal(Worker* w);
   bool any_work_visible() const;
+  static int pause_rounds_for(int32_t threads);
 
   Engine* engine_;
   const char* role_;
   int32_t threads_;
+  int pause_rounds_;  // search rounds that pause-spin before the yielding ones
   ReadyQueue queue_;
   EventCount wake_;
   alignas(64) std::atomic<int32_t> searching_{0};  // workers spinning for work (not asleep)
