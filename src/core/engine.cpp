@@ -13,6 +13,7 @@
 #include "core/hot_tls.h"
 #include "core/last_error.h"
 #include "exec/asymmetric_fence.h"
+#include "exec/prefetch.h"
 
 namespace ordo {
 
@@ -590,8 +591,8 @@ template <bool kTraced>
 void Engine::run_user_op(OpBlock* op, Worker* self) {
   VarLink* links = op->links();
   for (uint32_t i = 0; i < op->num_links; ++i) {  // both of the var's lines, for finalize
-    __builtin_prefetch(links[i].var, 1);
-    __builtin_prefetch(reinterpret_cast<char*>(links[i].var) + 64, 1);
+    prefetch_for_write(links[i].var);             // the state word, CASed at completion
+    __builtin_prefetch(reinterpret_cast<char*>(links[i].var) + 64);  // the FIFO and error, read
   }
   const uint64_t start_ns = kTraced ? tracer_->now_ns() : 0;
   if (ErrorRecord* inherited = first_error_of(op)) {

@@ -3,6 +3,7 @@
 #include <new>
 
 #include "core/hot_tls.h"
+#include "exec/prefetch.h"
 
 namespace ordo {
 
@@ -33,8 +34,8 @@ OpBlock* OpPool::take(OpCache* c, OpPool* pool) {
   // The next push writes the next block's first two lines, which a worker on another core
   // probably touched last: start fetching them now so the miss overlaps this push's work.
   if (OpBlock* next = c->loaded.head) {
-    __builtin_prefetch(next, 1);
-    __builtin_prefetch(reinterpret_cast<char*>(next) + 64, 1);
+    prefetch_for_write(next);
+    prefetch_for_write(reinterpret_cast<char*>(next) + 64);
   }
   return op;
 }

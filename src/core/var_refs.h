@@ -14,6 +14,7 @@
 #include "core/handle_bits.h"
 #include "core/var_slot.h"
 #include "core/var_table.h"
+#include "exec/prefetch.h"
 #include "ordo/ordo.h"
 
 namespace ordo {
@@ -71,7 +72,7 @@ class VarRefs {
     HandleBits b = HandleBits::decode(h);
     VarSlot* slot = (b.tag == engine_tag && b.gen != 0) ? table.find(b.index) : nullptr;
     if (!slot) return false;
-    __builtin_prefetch(slot, 1);  // locked shortly: overlap the likely cross-core miss
+    prefetch_for_write(slot);  // locked shortly: overlap the likely cross-core miss
     *r = VarRef{slot, b.gen, write};
     return true;
   }

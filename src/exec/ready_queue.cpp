@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <new>
 
+#include "exec/prefetch.h"
+
 namespace ordo {
 
 namespace {
@@ -69,7 +71,7 @@ bool ReadyQueue::ring_push(OpBlock* op) {
                                              std::memory_order_relaxed)) {
         c.op = op;
         c.seq.store(pos + 1, std::memory_order_release);
-        __builtin_prefetch(&cell(pos + 1), 1);  // the next push's cell
+        prefetch_for_write(&cell(pos + 1));  // the next push's cell
         return true;
       }
     } else if (dif < 0) {
