@@ -7,6 +7,10 @@
 // common short lists never touch the heap.
 #pragma once
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -73,8 +77,22 @@ class VarRefs {
     VarSlot* slot = (b.tag == engine_tag && b.gen != 0) ? table.find(b.index) : nullptr;
     if (!slot) return false;
     prefetch_for_write(slot);  // locked shortly: overlap the likely cross-core miss
-    *r = VarRef{slot, b.gen, write};
+    store(r, slot, b.gen, write);
     return true;
+  }
+  // Writes a VarRef with one 16-byte store where the CPU has them: sort_and_merge() reads each
+  // ref back at once as 16 bytes, and a load that spans several smaller stores cannot be
+  // forwarded from the store buffer (perf: a ~12-cycle stall per ref, 22% of collect()).
+  static void store(VarRef* r, VarSlot* slot, uint32_t gen, bool write) {
+#if defined(__SSE2__)
+    static_assert(offsetof(VarRef, gen) == 8 && offsetof(VarRef, write) == 12, "VarRef layout");
+    uint64_t meta = gen | (uint64_t{write} << 32);  // gen at byte 8, write at byte 12
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(r),
+                     _mm_set_epi64x(static_cast<long long>(meta),
+                                    static_cast<long long>(reinterpret_cast<uintptr_t>(slot))));
+#else
+    *r = VarRef{slot, gen, write};
+#endif
   }
   // The message for a handle resolve() refused (cold).
   static ordo_status bad_handle(const VarTable& table, uint32_t engine_tag, ordo_var h);
