@@ -386,7 +386,8 @@ ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef
     return s;
   }
   // Not kept by this worker even if it could: the pusher may be an op that waits for it.
-  if (ready) dispatch(op, nullptr);
+  // The lane's position picks the ready ring: two pushing threads do not share one.
+  if (ready) dispatch(op, nullptr, shared ? 0 : static_cast<size_t>(lane - lanes_.get()));
   if (!shared && ++lane->unpublished == kPublishEvery) publish_pushes(lane);
   return ORDO_OK;
 }
@@ -691,7 +692,7 @@ void Engine::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
   while (ready) {
     OpBlock* r = ready;
     ready = r->next;
-    dispatch(r, keeper);
+    dispatch(r, keeper, self ? static_cast<size_t>(self->index) : 0);
   }
 }
 
@@ -708,14 +709,14 @@ void Engine::release_user_data(OpBlock* op) {
   }
 }
 
-void Engine::dispatch(OpBlock* op, Worker* self) {
+void Engine::dispatch(OpBlock* op, Worker* self, size_t ring_hint) {
   WorkerGroup* g = op->group;
   if (!g) {
     run_inline(op);
   } else if (self && g->may_keep(*self, op)) {
     self->next = op;
   } else if (!self || !g->hand_to_self(*self, op)) {
-    g->enqueue(op);
+    g->enqueue(op, ring_hint);
   }
 }
 

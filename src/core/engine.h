@@ -112,7 +112,9 @@ class Engine {
   bool attach_links(OpBlock* op, size_t n);
   void finalize(OpBlock* op, ErrorRecord* failure, Worker* self);
   void release_user_data(OpBlock* op);
-  void dispatch(OpBlock* op, Worker* self);
+  // Hands a ready op on: kept by `self`, put on its deque, or queued on its group's ready
+  // rings (`ring_hint` picks one), or run inline.
+  void dispatch(OpBlock* op, Worker* self, size_t ring_hint);
   void run_inline(OpBlock* op);
   void record_failure(ErrorRecord* r);
   void note_completed(Worker* self);

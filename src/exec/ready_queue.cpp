@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <new>
 
-#include "exec/prefetch.h"
-
 namespace ordo {
 
 namespace {
@@ -15,26 +13,25 @@ bool runs_later(const OpBlock* a, const OpBlock* b) {
 }
 }  // namespace
 
-ReadyQueue::ReadyQueue(size_t ring_capacity) : cells_(new Cell[ring_capacity]) {
-  mask_ = ring_capacity - 1;  // capacity is a power of two, at least 4
-  line_mask_ = ring_capacity / 4 - 1;
-  line_shift_ = static_cast<unsigned>(__builtin_ctzll(ring_capacity / 4));
-  for (size_t i = 0; i < ring_capacity; ++i) cell(i).seq.store(i, std::memory_order_relaxed);
+ReadyQueue::ReadyQueue(size_t ring_capacity)
+    : rings_{MpmcRing(ring_capacity), MpmcRing(ring_capacity)} {
+  static_assert(kRings == 2, "the constructor builds each ring");
 }
 
-void ReadyQueue::push(OpBlock* op) {
+void ReadyQueue::push(OpBlock* op, size_t hint) {
   if (op->priority != 0) {
     heap_push(op);
-  } else if (overflow_count_.load(std::memory_order_relaxed) != 0 || !ring_push(op)) {
+  } else if (overflow_count_.load(std::memory_order_relaxed) != 0 ||
+             !rings_[hint % kRings].push(op)) {
     overflow_push(op);
   }
 }
 
-OpBlock* ReadyQueue::pop() {
+OpBlock* ReadyQueue::pop(size_t hint) {
   if (urgent_.load(std::memory_order_relaxed) != 0) {
     if (OpBlock* op = heap_pop(true)) return op;
   }
-  if (OpBlock* op = ring_pop()) return op;
+  if (OpBlock* op = ring_pop(hint)) return op;
   if (overflow_count_.load(std::memory_order_relaxed) != 0) {
     if (OpBlock* op = overflow_pop()) return op;
   }
@@ -42,64 +39,27 @@ OpBlock* ReadyQueue::pop() {
   return nullptr;
 }
 
+OpBlock* ReadyQueue::ring_pop(size_t hint) {
+  for (size_t i = 0; i < kRings; ++i) {
+    if (OpBlock* op = rings_[(hint + i) % kRings].pop()) return op;
+  }
+  return nullptr;
+}
+
 bool ReadyQueue::maybe_nonempty() const {
-  return enqueue_pos_.load(std::memory_order_seq_cst) !=
-             dequeue_pos_.load(std::memory_order_seq_cst) ||
-         overflow_count_.load(std::memory_order_seq_cst) != 0 ||
+  for (const MpmcRing& r : rings_) {
+    if (r.maybe_nonempty()) return true;
+  }
+  return overflow_count_.load(std::memory_order_seq_cst) != 0 ||
          urgent_.load(std::memory_order_seq_cst) != 0 ||
          deferred_.load(std::memory_order_seq_cst) != 0;
 }
 
 size_t ReadyQueue::approx_size() const {
-  size_t in = enqueue_pos_.load(std::memory_order_acquire);
-  size_t out = dequeue_pos_.load(std::memory_order_acquire);
-  size_t ring = in > out ? in - out : 0;  // a pop may have moved past our read of enqueue_pos_
+  size_t ring = 0;
+  for (const MpmcRing& r : rings_) ring += r.approx_size();
   return ring + overflow_count_.load(std::memory_order_relaxed) +
          urgent_.load(std::memory_order_relaxed) + deferred_.load(std::memory_order_relaxed);
-}
-
-// Dmitry Vyukov's bounded MPMC queue: each cell's sequence number says whose turn it is.
-bool ReadyQueue::ring_push(OpBlock* op) {
-  size_t pos = enqueue_pos_.load(std::memory_order_relaxed);
-  for (;;) {
-    Cell& c = cell(pos);
-    size_t seq = c.seq.load(std::memory_order_acquire);
-    intptr_t dif = static_cast<intptr_t>(seq) - static_cast<intptr_t>(pos);
-    if (dif == 0) {
-      // seq_cst: this RMW is the producer half of the wake-up handshake (EventCount).
-      if (enqueue_pos_.compare_exchange_weak(pos, pos + 1, std::memory_order_seq_cst,
-                                             std::memory_order_relaxed)) {
-        c.op = op;
-        c.seq.store(pos + 1, std::memory_order_release);
-        prefetch_for_write(&cell(pos + 1));  // the next push's cell
-        return true;
-      }
-    } else if (dif < 0) {
-      return false;  // full
-    } else {
-      pos = enqueue_pos_.load(std::memory_order_relaxed);
-    }
-  }
-}
-
-OpBlock* ReadyQueue::ring_pop() {
-  size_t pos = dequeue_pos_.load(std::memory_order_relaxed);
-  for (;;) {
-    Cell& c = cell(pos);
-    size_t seq = c.seq.load(std::memory_order_acquire);
-    intptr_t dif = static_cast<intptr_t>(seq) - static_cast<intptr_t>(pos + 1);
-    if (dif == 0) {
-      if (dequeue_pos_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
-        OpBlock* op = c.op;
-        c.seq.store(pos + mask_ + 1, std::memory_order_release);
-        return op;
-      }
-    } else if (dif < 0) {
-      return nullptr;  // empty
-    } else {
-      pos = dequeue_pos_.load(std::memory_order_relaxed);
-    }
-  }
 }
 
 void ReadyQueue::overflow_push(OpBlock* op) {

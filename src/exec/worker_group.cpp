@@ -90,10 +90,10 @@ void WorkerGroup::run(Worker* w) {
 // warm), then the shared queue, then other workers' deques.
 OpBlock* WorkerGroup::find_work(Worker* w) {
   if (queue_.has_urgent()) {
-    if (OpBlock* op = queue_.pop()) return op;
+    if (OpBlock* op = queue_.pop(static_cast<size_t>(w->index))) return op;
   }
   if (OpBlock* op = w->deque.pop()) return op;
-  if (OpBlock* op = queue_.pop()) return op;
+  if (OpBlock* op = queue_.pop(static_cast<size_t>(w->index))) return op;
   return steal(w);
 }
 

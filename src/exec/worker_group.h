@@ -44,9 +44,9 @@ class WorkerGroup {
   ordo_status ensure_started() {
     return started_.load(std::memory_order_acquire) ? ORDO_OK : start();
   }
-  // Hands a ready op to the group's workers.
-  void enqueue(OpBlock* op) {
-    queue_.push(op);  // a seq_cst RMW: the producer's half of the handshake (see wake_one)
+  // Hands a ready op to the group's workers; `ring_hint` picks one of the ready rings.
+  void enqueue(OpBlock* op, size_t ring_hint) {
+    queue_.push(op, ring_hint);  // a seq_cst RMW: the producer's half of the handshake (wake_one)
     wake_one();
   }
   // Puts an op that worker `w` (of this group) made ready on its own deque, waking an idle
