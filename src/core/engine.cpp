@@ -118,7 +118,7 @@ ErrorRecord* call_user(OpBlock* op) {
 }
 
 constexpr uint32_t kExternalLanes = 64;
-constexpr int64_t kPublishEvery = 256;
+constexpr int64_t kThrottleCheckEvery = 256;  // pushes of one lane
 
 uint64_t new_engine_uid() {
   static std::atomic<uint64_t> next{1};
@@ -388,13 +388,13 @@ ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef
   // Not kept by this worker even if it could: the pusher may be an op that waits for it.
   // The lane's position picks the ready ring: two pushing threads do not share one.
   if (ready) dispatch(op, nullptr, shared ? 0 : static_cast<size_t>(lane - lanes_.get()));
-  if (!shared && ++lane->unpublished == kPublishEvery) publish_pushes(lane);
+  if (!shared && ++lane->since_throttle_check == kThrottleCheckEvery) check_throttle(lane);
   return ORDO_OK;
 }
 
-// Applies the submission throttle every kPublishEvery pushes of a lane.
-void Engine::publish_pushes(PushLane* lane) {
-  lane->unpublished = 0;
+// Applies the submission throttle every kThrottleCheckEvery pushes of a lane.
+void Engine::check_throttle(PushLane* lane) {
+  lane->since_throttle_check = 0;
   if (cfg_.max_pending > 0 && pending_now() >= cfg_.max_pending && !called_from_inside()) {
     throttle();
   }
@@ -662,13 +662,9 @@ void Engine::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
   // Counted before its vars are released: whoever sees a var released (a successor, the signal
   // op of ordo_wait_for_var) finds this op completed. Waits for all work, which may therefore
   // see the count before the release, wait for `releasing` to drop (wait_for_releases()).
-  PushLane* lane = self ? self->lane : nullptr;
-  if (lane) {
-    lane->releasing.store(1, std::memory_order_relaxed);
-  } else {
-    external_releasing_.fetch_add(1, std::memory_order_seq_cst);
-  }
-  note_completed(lane ? self : nullptr);
+  Worker* counter = (self && self->lane) ? self : nullptr;  // counts on its own lane
+  begin_release(counter);
+  note_completed(counter);
   VarLink* links = op->links();
   for (uint32_t i = 0; i < op->num_links; ++i) {
     VarLink& l = links[i];
@@ -681,11 +677,7 @@ void Engine::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
   }
   ErrorRecord::release(failure);
   pool_.release(op, self ? &self->cache : nullptr);
-  if (lane) {
-    lane->releasing.store(0, std::memory_order_release);
-  } else {
-    external_releasing_.fetch_sub(1, std::memory_order_release);
-  }
+  end_release(counter);
   // A worker keeps one successor for itself, but never while a callback of its own is still on
   // the stack (that callback might wait for the successor to start).
   Worker* keeper = tls_running_op == nullptr ? self : nullptr;
@@ -750,8 +742,27 @@ void Engine::record_failure(ErrorRecord* r) {
   if (!first_failure_) first_failure_ = ErrorRecord::retain(r);
 }
 
+// The span between counting an op completed and releasing its vars, which waits for all work
+// wait out (wait_for_releases): a worker marks it on its lane, other threads on a shared count.
+void Engine::begin_release(Worker* counter) {
+  if (counter) {
+    counter->lane->releasing.store(1, std::memory_order_relaxed);
+  } else {
+    external_releasing_.fetch_add(1, std::memory_order_seq_cst);
+  }
+}
+
+void Engine::end_release(Worker* counter) {
+  if (counter) {
+    counter->lane->releasing.store(0, std::memory_order_release);
+  } else {
+    external_releasing_.fetch_sub(1, std::memory_order_release);
+  }
+}
+
+// `self`: a worker with a lane, or nullptr (a thread that is not a worker, or one without a lane).
 void Engine::note_completed(Worker* self) {
-  if (!self) {  // a thread that is not a worker, or a worker without a lane
+  if (!self) {
     add_completed(1);
     return;
   }

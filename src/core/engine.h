@@ -102,12 +102,14 @@ class Engine {
   ordo_status push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n);
   ordo_status push_internal(OpKind kind, ordo_var v, bool write, void* internal);
   void throttle();
-  void publish_pushes(PushLane* lane);
+  void check_throttle(PushLane* lane);
   int64_t pending_now() const;
   int64_t completed_now() const;
   void add_completed(int64_t n);
   void announce_completions();
   void wait_for_releases() const;
+  void begin_release(Worker* counter);
+  void end_release(Worker* counter);
   void fill(OpBlock* op, const OpSpec& spec, WorkerGroup* group);
   bool attach_links(OpBlock* op, size_t n);
   void finalize(OpBlock* op, ErrorRecord* failure, Worker* self);

@@ -29,8 +29,8 @@ struct alignas(64) PushLane {
   // 1 while this worker releases the vars of an op it has already counted as completed (see
   // Engine::finalize); waits for all work wait for it to drop.
   std::atomic<uint32_t> releasing{0};
-  int64_t unpublished = 0;  // pushes since the throttle was last checked
-  OpCache cache;            // free op blocks, used by the owner only
+  int64_t since_throttle_check = 0;  // pushes since the throttle was last checked
+  OpCache cache;                     // free op blocks, used by the owner only
 
   void count_push() {
     pushed.store(pushed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);

@@ -8,7 +8,7 @@
 
 namespace ordo {
 
-ordo_status VarRefs::bad_handle(const VarTable& table, uint32_t engine_tag, ordo_var h) {
+ordo_status VarRefs::bad_handle(uint32_t engine_tag, ordo_var h) {
   if (h == 0) return fail(ORDO_ERR_INVALID_HANDLE, "var handle 0 is never a valid variable");
   HandleBits b = HandleBits::decode(h);
   if (b.tag != engine_tag) {
@@ -16,7 +16,7 @@ ordo_status VarRefs::bad_handle(const VarTable& table, uint32_t engine_tag, ordo
                 "var handle 0x%016" PRIx64 " was not issued by this engine (foreign or made up)",
                 h);
   }
-  (void)table;  // generation 0, or an index beyond every chunk: never issued
+  // Generation 0, or an index beyond every chunk: never issued.
   return fail(ORDO_ERR_INVALID_HANDLE,
               "var handle 0x%016" PRIx64 " names no variable of this engine (made up)", h);
 }

@@ -52,12 +52,12 @@ class VarRefs {
     data_ = out;
     for (size_t i = 0; i < num_const; ++i) {
       if (!resolve(table, engine_tag, const_vars[i], false, &out[size_++])) {
-        return bad_handle(table, engine_tag, const_vars[i]);
+        return bad_handle(engine_tag, const_vars[i]);
       }
     }
     for (size_t i = 0; i < num_mutable; ++i) {
       if (!resolve(table, engine_tag, mutable_vars[i], true, &out[size_++])) {
-        return bad_handle(table, engine_tag, mutable_vars[i]);
+        return bad_handle(engine_tag, mutable_vars[i]);
       }
     }
     if (size_ > 1) return sort_and_merge();
@@ -95,7 +95,7 @@ class VarRefs {
 #endif
   }
   // The message for a handle resolve() refused (cold).
-  static ordo_status bad_handle(const VarTable& table, uint32_t engine_tag, ordo_var h);
+  static ordo_status bad_handle(uint32_t engine_tag, ordo_var h);
   ordo_status sort_and_merge();
 
   VarRef* data_ = inline_;

@@ -42,12 +42,6 @@ class EventCount {
     waiters_.fetch_sub(1, std::memory_order_relaxed);
   }
   void notify_one() noexcept { notify(1); }
-  // For producers that published with plain stores (no seq_cst RMW): the fence stands in for
-  // the RMW's half of the handshake.
-  void notify_one_after_plain_store() noexcept {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    notify(1);
-  }
   void notify_all() noexcept { notify(INT_MAX); }
 
  private:

@@ -166,7 +166,7 @@ OpBlock* WorkerGroup::wait_for_work(Worker* w) {
 OpBlock* WorkerGroup::search(Worker* w) {
   searching_.fetch_add(1, std::memory_order_seq_cst);
   OpBlock* op = nullptr;
-  for (int round = 0; round < kSearchRounds && !op; ++round) {
+  for (int round = 0; round < kSearchRounds; ++round) {
     if ((op = find_work(w))) break;
     if (round < pause_rounds_) {
       for (int i = 0; i < 32; ++i) cpu_relax();
