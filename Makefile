@@ -3,7 +3,8 @@
 #   make quickstart  build and run the smallest example (examples/quickstart.c)
 #   make test     build and run every test (sanitizer builds and short fuzz/stress runs included)
 #   make bench    build and run the benchmarks against the peers (installs them when missing);
-#                 BENCH_ARGS="--ops 200000 --only AB" for a quick run (bench/run.sh lists flags)
+#                 BENCH_ARGS="--ops 200000 --only AB" for a quick run, "--rounds 3" to interleave
+#                 3 rounds on a machine whose speed drifts (bench/run.sh lists flags)
 #   make fuzz     run each libFuzzer harness for FUZZ_SECONDS (default 300)
 #   make stress   run the long stress checker (STRESS_OPS, default 10,000,000 ops)
 #   make install PREFIX=dir    install library, header and ordo.pc under dir

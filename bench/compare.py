@@ -12,9 +12,17 @@ Input lines (bench/bench_common.h defines the first four; other lines are ignore
   GEMMREF <label> <gflops>                           dgemm reference rates for Cholesky
   FAIL   <program> <reason...>                       written by bench/run.sh
   MACHINE <key> <value...> / ARGS <flags...>         written by bench/run.sh
+  ROUND  <n>                                         bench/run.sh --rounds: lines after it
+                                                     belong to round n (1 when absent)
 Every ratio is system / ordo in time (ns per op, METG, Cholesky seconds): above 1, ordo is
 faster. Systems keep their order of appearance, ordo first.
+
+With several rounds, each value in the tables is the median over the rounds (A-E: of each
+round's median; F: the efficiency at each grain, METG then read off those medians; K: seconds),
+min and max span all rounds, and a last table counts the rounds in which ordo beat each system.
 """
+
+import statistics
 
 import sys
 from collections import OrderedDict
@@ -43,6 +51,34 @@ class Run:
         self.gemmref = []  # (label, gflops)
         self.machine = []  # (key, value)
         self.args = ""
+        self.round = 1  # the round the lines being read belong to
+        self.per_round = {}  # (system, workload) -> {round: (median, min, max)}
+        self.eff_rounds = {}  # system -> {grain_ns: {round: efficiency}}
+        self.metg_rounds = {}  # system -> {round: metg_ns}
+        self.chol_rounds = {}  # (system, n, tile) -> {round: (seconds, gflops)}
+        self.gemm_rounds = {}  # label -> [gflops, ...]
+
+    def rounds(self):
+        seen = {r for d in self.per_round.values() for r in d}
+        seen |= {r for d in self.metg_rounds.values() for r in d}
+        seen |= {r for d in self.chol_rounds.values() for r in d}
+        return sorted(seen)
+
+    def aggregate(self):
+        """Folds the rounds into the single values the tables print (one round: as read)."""
+        for key, by_round in self.per_round.items():
+            v = list(by_round.values())
+            self.results[key] = (statistics.median(x[0] for x in v), min(x[1] for x in v),
+                                 max(x[2] for x in v))
+        for system, grains in self.eff_rounds.items():
+            self.eff[system] = {g: statistics.median(r.values()) for g, r in grains.items()}
+            if len(self.metg_rounds.get(system, {})) > 1:  # several rounds: read off the medians
+                ok = [g for g, e in self.eff[system].items() if e >= 0.5]
+                self.metg[system] = (min(ok), self.eff[system][min(ok)]) if ok else (-1.0, 0.0)
+        self.chol = [(s, n, t, statistics.median(x[1] for x in r.values()),
+                      statistics.median(x[0] for x in r.values()))
+                     for (s, n, t), r in self.chol_rounds.items()]
+        self.gemmref = [(label, statistics.median(g)) for label, g in self.gemm_rounds.items()]
 
     def saw(self, system):
         if system not in self.systems:
@@ -66,20 +102,26 @@ def parse(lines):
             kind = f[0]
             if kind == "RESULT" and len(f) >= 6:
                 run.saw(f[1])
-                run.results[(f[1], f[2])] = tuple(float(x) for x in f[3:6])
+                value = tuple(float(x) for x in f[3:6])
+                run.per_round.setdefault((f[1], f[2]), {})[run.round] = value
             elif kind == "METG" and len(f) >= 4:
                 run.saw(f[1])
                 run.metg[f[1]] = (float(f[2]), float(f[3]))
+                run.metg_rounds.setdefault(f[1], {})[run.round] = float(f[2])
             elif kind == "EFF" and len(f) >= 4:
                 run.saw(f[1])
-                run.eff.setdefault(f[1], {})[float(f[2])] = float(f[3])
+                grains = run.eff_rounds.setdefault(f[1], {})
+                grains.setdefault(float(f[2]), {})[run.round] = float(f[3])
+            elif kind == "ROUND" and len(f) >= 2:
+                run.round = int(f[1])
             elif kind == "SKIP" and len(f) >= 3:
                 run.skips.append((f[1], f[2], " ".join(f[3:]) or "(no reason given)"))
             elif kind == "CHOL" and len(f) >= 6:
                 run.saw(f[1])
-                run.chol.append((f[1], int(f[2]), int(f[3]), float(f[4]), float(f[5])))
+                key = (f[1], int(f[2]), int(f[3]))
+                run.chol_rounds.setdefault(key, {})[run.round] = (float(f[5]), float(f[4]))
             elif kind == "GEMMREF" and len(f) >= 3:
-                run.gemmref = [g for g in run.gemmref if g[0] != f[1]] + [(f[1], float(f[2]))]
+                run.gemm_rounds.setdefault(f[1], []).append(float(f[2]))
             elif kind == "FAIL" and len(f) >= 2:
                 run.fails.append((f[1], " ".join(f[2:])))
             elif kind == "MACHINE" and len(f) >= 2:
@@ -88,6 +130,7 @@ def parse(lines):
                 run.args = effective_flags(f[1:])
         except ValueError:
             print(f"compare.py: ignoring malformed line: {line.rstrip()}", file=sys.stderr)
+    run.aggregate()
     return run
 
 
@@ -143,7 +186,9 @@ def table(rows, header, align):
 
 
 def print_header(run):
-    print("ordo bench suite: ordo against its peers, same workloads, same machine, one run")
+    n = len(run.rounds())
+    print("ordo bench suite: ordo against its peers, same workloads, same machine, "
+          + (f"{n} interleaved rounds" if n > 1 else "one run"))
     for key, value in run.machine or local_machine():
         print(f"  {key:8} {value}")
     if run.args:
@@ -163,8 +208,9 @@ def print_workloads(run):
     systems = run.ordered_systems(present)
     if not systems:
         return
-    print("A-E: ns per op, median of the repetitions [min - max]; "
-          "ratio = system / ordo (above 1: ordo is faster)")
+    what = ("median over the rounds of each round's median [min - max over all]"
+            if len(run.rounds()) > 1 else "median of the repetitions [min - max]")
+    print(f"A-E: ns per op, {what}; ratio = system / ordo (above 1: ordo is faster)")
     rows = []
     for w, title in WORKLOADS.items():
         base = run.results.get((BASELINE, w), (None,))[0]
@@ -286,6 +332,44 @@ def print_cholesky(run):
     print()
 
 
+def print_rounds_won(run):
+    """Several rounds: in how many did ordo beat each system (same round, so same machine state)."""
+    rounds = run.rounds()
+    if len(rounds) < 2:
+        return
+    cols = list(WORKLOADS) + ["METG", "K"]
+
+    def per_round(s, c):
+        if c == "METG":
+            return {r: (v if v > 0 else float("inf")) for r, v in run.metg_rounds.get(s, {}).items()}
+        if c == "K":
+            found = {}
+            for (sys_, _n, _t), by_round in run.chol_rounds.items():
+                if sys_ == s:
+                    found.update({r: v[0] for r, v in by_round.items()})
+            return found
+        return {r: v[0] for r, v in run.per_round.get((s, c), {}).items()}
+
+    rows = []
+    systems = [s for s in run.ordered_systems(set(run.systems)) if s != BASELINE]
+    for s in systems:
+        row = [s]
+        for c in cols:
+            mine, theirs = per_round(BASELINE, c), per_round(s, c)
+            both = [r for r in rounds if r in mine and r in theirs]
+            if not both:
+                row.append("-")
+                continue
+            won = sum(mine[r] < theirs[r] for r in both)
+            tied = sum(mine[r] == theirs[r] for r in both)
+            row.append(f"{won}/{len(both)}" + (f" ({tied} tied)" if tied else ""))
+        rows.append(row)
+    print("Rounds won by ordo: rounds in which ordo's value beat the system's in that same round "
+          "(A-E ns/op, METG, K seconds; lower wins)")
+    print(table(rows, ["system"] + cols, "l" + "r" * len(cols)))
+    print()
+
+
 def print_notes(run):
     if not run.skips and not run.fails:
         return
@@ -315,6 +399,7 @@ def main(argv):
     print_workloads(run)
     print_metg(run)
     print_cholesky(run)
+    print_rounds_won(run)
     print_notes(run)
     if not run.results and not run.metg and not run.chol:
         print("no results: did any benchmark program run? (see the messages above)")

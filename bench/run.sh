@@ -2,19 +2,24 @@
 # The bench suite (`make bench`): installs missing peers, builds, runs ordo and every peer on the
 # same workloads, and prints one comparison table (bench/compare.py).
 #
-# Usage: bench/run.sh BUILD [--no-install] [--no-cholesky] [FLAGS...]
+# Usage: bench/run.sh BUILD [--no-install] [--no-cholesky] [--rounds R] [--systems LIST] [FLAGS...]
 #   FLAGS go to every bench_* program after the defaults `--reps 5 --threads 2`, so they win:
 #   e.g. `bench/run.sh build --ops 200000 --only AB` for a quick run (bench/bench_common.h
 #   lists the flags). The Cholesky programs (letter K) run when --only is absent or names K;
 #   CHOLESKY_ARGS (env) adds flags to them, e.g. CHOLESKY_ARGS="--n 2048".
-#   BENCH_TIMEOUT (env, seconds, default 3600) bounds each program.
+#   --rounds R runs every program R times, interleaved (each round starts one program later), so
+#   that a machine whose speed drifts during the run (a VM's cores moving) is shared by all
+#   systems; the table then gives medians over rounds and how many rounds ordo won.
+#   --systems "ordo gomp tbb" runs only the programs named (bench_NAME, cholesky_NAME; ordo's
+#   are bench_ordo and the cholesky demo). BENCH_TIMEOUT (env, seconds, default 3600) bounds
+#   each program.
 # Output: the table on stdout (also saved as BUILD/bench-table.txt), progress on stderr, the raw
 # lines in BUILD/bench-results.txt (`bench/compare.py BUILD/bench-results.txt` re-prints it).
 # A peer that is missing, fails or times out is reported in the table; it never stops the run.
 set -uo pipefail
 
 if [ $# -lt 1 ] || [ "${1#-}" != "$1" ]; then
-  sed -n '2,13p' "$0" >&2
+  sed -n '2,17p' "$0" >&2
   exit 2
 fi
 build=$1
@@ -25,11 +30,21 @@ root=$(dirname "$here")
 install=1
 cholesky=1
 only=""
+rounds=1
+systems=""
 flags=()
 while [ $# -gt 0 ]; do
   case $1 in
     --no-install) install=0 ;;
     --no-cholesky) cholesky=0 ;;
+    --rounds)
+      rounds=${2:-}
+      shift
+      ;;
+    --systems)
+      systems=${2:-}
+      shift
+      ;;
     --only)
       only=${2:-}
       flags+=("$1" "$only")
@@ -41,6 +56,10 @@ while [ $# -gt 0 ]; do
 done
 if [ -n "$only" ]; then
   case $only in *K*) ;; *) cholesky=0 ;; esac
+fi
+if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
+  echo "bench/run.sh: --rounds takes a positive count" >&2
+  exit 2
 fi
 threads=2
 for ((i = 0; i + 1 < ${#flags[@]}; i++)); do
@@ -87,6 +106,7 @@ core_rtt() { # core_rtt WHEN
   echo "MACHINE date $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "MACHINE commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   core_rtt before
+  [ "$rounds" -gt 1 ] && echo "MACHINE rounds $rounds, interleaved (each round starts one program later)"
   echo "ARGS --reps 5 --threads 2 ${flags[*]}"
 } >>"$raw"
 
@@ -107,46 +127,69 @@ run_program() { # run_program NAME COMMAND...
   log "$name took $((SECONDS - t0)) s"
 }
 
-# ---- A-F: ordo first, then every peer that was built ----
+# Whether --systems lets program NAME (bench_X or cholesky_X; the demo is ordo's) run.
+wanted() { # wanted NAME
+  [ -z "$systems" ] && return 0
+  local sys=${1#bench_}
+  sys=${sys#cholesky_}
+  [ "$sys" = cholesky ] && sys=ordo
+  [[ " $systems " == *" $sys "* ]]
+}
+
+# ---- the programs: A-F (ordo first, then every peer that was built), then K ----
+programs=()
 if [ -z "$only" ] || [ -n "$(tr -dc 'A-F' <<<"$only")" ]; then
-  common=(--reps 5 --threads 2 "${flags[@]}")
   if [ -x "$build/bench/bench_ordo" ]; then
-    run_program bench_ordo "$build/bench/bench_ordo" "${common[@]}"
+    wanted bench_ordo && programs+=("$build/bench/bench_ordo")
   else
     echo "FAIL bench_ordo was not built" >>"$raw"
   fi
   for prog in "$build"/bench/bench_*; do
     name=$(basename "$prog")
     if [ ! -f "$prog" ] || [ ! -x "$prog" ] || [ "$name" = bench_ordo ]; then continue; fi
-    case $name in
-      bench_gomp | bench_libomp) OMP_NUM_THREADS=$threads run_program "$name" "$prog" "${common[@]}" ;;
-      *) run_program "$name" "$prog" "${common[@]}" ;;
-    esac
+    wanted "$name" && programs+=("$prog")
   done
   [ -x "$build/bench/bench_gomp" ] || echo "SKIP gomp - not built (gcc OpenMP missing?)" >>"$raw"
   [ -x "$build/bench/bench_libomp" ] ||
     echo "SKIP libomp - not built (clang or libomp-dev missing)" >>"$raw"
 fi
-
-# ---- K: tiled Cholesky, ordo's demo and its peers ----
 if [ $cholesky = 1 ]; then
-  read -r -a chol_args <<<"${CHOLESKY_ARGS:-}"
-  # The demo writes its trace into the current directory: run it inside the build dir.
-  progs=()
-  [ -x "$build/examples/cholesky" ] && progs+=("$build/examples/cholesky")
+  n_before=${#programs[@]}
+  [ -x "$build/examples/cholesky" ] && wanted cholesky && programs+=("$build/examples/cholesky")
   for prog in "$build"/bench/cholesky_*; do
-    [ -f "$prog" ] && [ -x "$prog" ] && progs+=("$prog")
+    [ -f "$prog" ] && [ -x "$prog" ] && wanted "$(basename "$prog")" && programs+=("$prog")
   done
-  [ ${#progs[@]} -gt 0 ] || echo "SKIP cholesky K no Cholesky program was built" >>"$raw"
-  # The same protocol for all: a warm-up, then the median of 3; no trace for the demo (the peers
-  # write none either). CHOLESKY_ARGS comes last, so it wins.
-  for prog in "${progs[@]}"; do
-    own=()
-    [ "$(basename "$prog")" = cholesky ] && own=(--trace "")
-    (cd "$build" && run_program "$(basename "$prog")" "$prog" --threads "$threads" --reps 3 \
-      --warmup 1 --no-check "${own[@]}" "${chol_args[@]}")
-  done
+  [ ${#programs[@]} -gt "$n_before" ] || echo "SKIP cholesky K no Cholesky program was built" >>"$raw"
 fi
+
+read -r -a chol_args <<<"${CHOLESKY_ARGS:-}"
+common=(--reps 5 --threads 2 "${flags[@]}")
+# Runs one program with the flags of its kind.
+run_one() { # run_one PATH
+  local prog=$1 name
+  name=$(basename "$prog")
+  case $name in
+    bench_gomp | bench_libomp) OMP_NUM_THREADS=$threads run_program "$name" "$prog" "${common[@]}" ;;
+    bench_*) run_program "$name" "$prog" "${common[@]}" ;;
+    *)
+      # K: the same protocol for all, a warm-up, then the median of 3; no trace for the demo (the
+      # peers write none either); CHOLESKY_ARGS comes last, so it wins. The demo writes its trace
+      # into the current directory: run it inside the build dir.
+      local own=()
+      [ "$name" = cholesky ] && own=(--trace "")
+      (cd "$build" && run_program "$name" "$prog" --threads "$threads" --reps 3 --warmup 1 \
+        --no-check "${own[@]}" "${chol_args[@]}")
+      ;;
+  esac
+}
+
+count=${#programs[@]}
+for ((r = 0; r < rounds; r++)); do
+  [ "$rounds" -gt 1 ] && echo "ROUND $((r + 1))" >>"$raw" && log "round $((r + 1)) of $rounds"
+  for ((i = 0; i < count; i++)); do
+    run_one "${programs[$(((i + r) % count))]}"
+  done
+done
 
 core_rtt after >>"$raw"
 python3 "$here/compare.py" "$raw" | tee "$build/bench-table.txt"

@@ -24,6 +24,9 @@ python3 "$here/check_trace.py" "$demo_dir/trace.json" events=120 worker_rows=2 \
   events_on_workers=120 'name:potrf(0)=1' 'name:gemm(7,6,5)=1'
 rm -rf "$demo_dir"
 
+echo "== bench/compare.py: one run and several interleaved rounds"
+python3 "$here/test_bench_compare.py"
+
 echo "== the suite under ASan+UBSan (Criterion) and TSan (Criterion shim), in $build-asan, $build-tsan"
 bash "$here/run_sanitizers.sh" "$build"
 

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""bench/compare.py: one run's lines print as read; several rounds fold into medians, METG is read
+off the median efficiencies, and the rounds-won table counts same-round comparisons."""
+
+import contextlib
+import io
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import compare  # noqa: E402
+
+
+def parse(text):
+    return compare.parse(text.strip().splitlines())
+
+
+def rounds_won_table(run):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        compare.print_rounds_won(run)
+    return out.getvalue()
+
+
+ONE_RUN = """
+RESULT ordo A 50.0 49.0 52.0
+RESULT gomp A 300.0 290.0 310.0
+EFF ordo 2000 0.70
+EFF ordo 1000 0.55
+METG ordo 1000 0.55
+CHOL ordo 4096 256 80.0 0.2863
+GEMMREF dgemm-2t 100.0
+"""
+
+# Round 2 is slow for ordo (a VM's cores moved, say); gomp is steady.
+THREE_ROUNDS = """
+ROUND 1
+RESULT ordo E 50.0 49.0 51.0
+RESULT gomp E 60.0 59.0 61.0
+EFF ordo 2000 0.70
+EFF ordo 1000 0.55
+METG ordo 1000 0.55
+EFF gomp 2000 0.60
+EFF gomp 1000 0.45
+METG gomp 2000 0.60
+CHOL ordo 4096 256 80.0 0.2863
+CHOL gomp 4096 256 78.0 0.2937
+GEMMREF dgemm-2t 100.0
+ROUND 2
+RESULT ordo E 200.0 190.0 240.0
+RESULT gomp E 61.0 60.0 62.0
+EFF ordo 2000 0.60
+EFF ordo 1000 0.40
+METG ordo 2000 0.60
+EFF gomp 2000 0.61
+EFF gomp 1000 0.44
+METG gomp 2000 0.61
+CHOL ordo 4096 256 70.0 0.3272
+CHOL gomp 4096 256 79.0 0.2900
+GEMMREF dgemm-2t 90.0
+ROUND 3
+RESULT ordo E 55.0 54.0 56.0
+RESULT gomp E 59.0 58.0 60.0
+EFF ordo 2000 0.72
+EFF ordo 1000 0.52
+METG ordo 1000 0.52
+EFF gomp 2000 0.62
+EFF gomp 1000 0.46
+METG gomp 2000 0.62
+CHOL ordo 4096 256 81.0 0.2827
+CHOL gomp 4096 256 80.0 0.2862
+GEMMREF dgemm-2t 110.0
+"""
+
+
+class OneRun(unittest.TestCase):
+    def test_values_are_kept_as_read(self):
+        run = parse(ONE_RUN)
+        self.assertEqual(run.rounds(), [1])
+        self.assertEqual(run.results[("ordo", "A")], (50.0, 49.0, 52.0))
+        self.assertEqual(run.metg["ordo"], (1000.0, 0.55))
+        self.assertEqual(run.chol, [("ordo", 4096, 256, 80.0, 0.2863)])
+        self.assertEqual(run.gemmref, [("dgemm-2t", 100.0)])
+
+    def test_no_rounds_table_for_one_run(self):
+        self.assertEqual(rounds_won_table(parse(ONE_RUN)), "")
+
+
+class SeveralRounds(unittest.TestCase):
+    def setUp(self):
+        self.run = parse(THREE_ROUNDS)
+
+    def test_a_to_e_take_the_median_of_the_rounds_and_the_full_span(self):
+        self.assertEqual(self.run.rounds(), [1, 2, 3])
+        self.assertEqual(self.run.results[("ordo", "E")], (55.0, 49.0, 240.0))
+        self.assertEqual(self.run.results[("gomp", "E")], (60.0, 58.0, 62.0))
+
+    def test_metg_is_read_off_the_median_efficiencies(self):
+        self.assertAlmostEqual(self.run.eff["ordo"][1000.0], 0.52)
+        self.assertEqual(self.run.metg["ordo"], (1000.0, 0.52))
+        self.assertEqual(self.run.metg["gomp"], (2000.0, 0.61))
+
+    def test_cholesky_and_dgemm_take_medians(self):
+        chol = {c[0]: c for c in self.run.chol}
+        self.assertEqual(chol["ordo"][3:], (80.0, 0.2863))
+        self.assertEqual(chol["gomp"][3:], (79.0, 0.2900))
+        self.assertEqual(self.run.gemmref, [("dgemm-2t", 100.0)])
+
+    def test_rounds_won_compares_within_each_round(self):
+        table = rounds_won_table(self.run)
+        row = next(line for line in table.splitlines() if line.startswith("gomp"))
+        # E: ordo wins rounds 1 and 3, loses 2. METG: 1 us beats 2 us in rounds 1 and 3, round 2
+        # ties. K: ordo's seconds are lower in rounds 1 and 3.
+        self.assertEqual(row.split(), ["gomp", "-", "-", "-", "-", "2/3", "2/3", "(1", "tied)",
+                                       "2/3"])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=1)
