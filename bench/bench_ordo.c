@@ -4,11 +4,12 @@
  * is slow; it exits non-zero only when an ordo call fails (then the numbers would mean nothing).
  *
  * Usage: bench_ordo [--ops N] [--reps R] [--threads T] [--only LETTERS]
- *                   [--kind naive|pooled|per_device]
+ *                   [--kind naive|pooled|per_device] [--pushers-help]
  * --threads is the engine's CPU worker count; the pushing thread (main, or the two pushers of E)
  * comes on top of it, as it does for every caller of ordo. The system is reported as "ordo" for
  * the default per_device engine and "ordo-<kind>" for the others. Without --kind the engine
- * takes env ORDO_ENGINE, else per_device.
+ * takes env ORDO_ENGINE, else per_device. --pushers-help sets ORDO_ENGINE_FLAG_PUSHERS_HELP (a
+ * throttled pusher runs ready ops itself) and appends "-help" to the name.
  *
  * Engine, vars and D's var lists are all made before timing; bench_run_workload() times from
  * the first push to the return of ordo_wait_for_all.
@@ -219,14 +220,18 @@ static int32_t parse_kind(const char* s) {
   exit(2);
 }
 
-/* Takes --kind out of argv (bench_parse_args knows only the common flags); returns the kind. */
-static int32_t take_kind_flag(int* argc, char** argv) {
+/* Takes --kind and --pushers-help out of argv (bench_parse_args knows only the common flags);
+ * returns the kind and sets *help. */
+static int32_t take_own_flags(int* argc, char** argv, int* help) {
   int32_t kind = ORDO_ENGINE_DEFAULT;
   int out = 1;
+  *help = 0;
   for (int i = 1; i < *argc; i++) {
     if (!strcmp(argv[i], "--kind")) {
       kind = parse_kind(i + 1 < *argc ? argv[i + 1] : NULL);
       i++;
+    } else if (!strcmp(argv[i], "--pushers-help")) {
+      *help = 1;
     } else {
       argv[out++] = argv[i];
     }
@@ -235,31 +240,36 @@ static int32_t take_kind_flag(int* argc, char** argv) {
   return kind;
 }
 
-/* The system name in the output: "ordo" for the default engine, "ordo-<kind>" otherwise. */
-static const char* system_name(int32_t kind) {
+/* The system name in the output: "ordo" for the default engine, "ordo-<kind>" otherwise, and
+ * "-help" appended with ORDO_ENGINE_FLAG_PUSHERS_HELP. */
+static const char* system_name(int32_t kind, int help) {
   switch (kind) {
     case ORDO_ENGINE_NAIVE:
-      return "ordo-naive";
+      return help ? "ordo-naive-help" : "ordo-naive";
     case ORDO_ENGINE_POOLED:
-      return "ordo-pooled";
+      return help ? "ordo-pooled-help" : "ordo-pooled";
     default:
-      return "ordo";
+      return help ? "ordo-help" : "ordo";
   }
 }
 
-static ordo_engine* make_engine(int32_t kind, int threads, int32_t* effective_kind) {
+static ordo_engine* make_engine(int32_t kind, int help, int threads, int32_t* effective_kind,
+                                int* effective_help) {
   ordo_engine_config cfg;
   ordo_engine_config_init(&cfg);
   cfg.kind = kind;
   cfg.cpu_threads = threads;
+  cfg.flags = help ? ORDO_ENGINE_FLAG_PUSHERS_HELP : 0;
   ordo_engine* e;
   CHECK(ordo_engine_create(&cfg, &e));
   ordo_engine_config eff;
   ordo_engine_config_init(&eff);
   CHECK(ordo_engine_get_config(e, &eff));
   *effective_kind = eff.kind;
+  *effective_help = (eff.flags & ORDO_ENGINE_FLAG_PUSHERS_HELP) != 0;
   fprintf(stderr, "bench_ordo: ordo %s, system %s, cpu_threads=%d, max_pending=%d\n",
-          ordo_version_string(), system_name(eff.kind), (int)eff.cpu_threads, (int)eff.max_pending);
+          ordo_version_string(), system_name(eff.kind, *effective_help), (int)eff.cpu_threads,
+          (int)eff.max_pending);
   return e;
 }
 
@@ -291,13 +301,15 @@ static void run_metg(const char* system, ordo_engine* e, int threads) {
 }
 
 int main(int argc, char** argv) {
-  int32_t kind = take_kind_flag(&argc, argv);
+  int help;
+  int32_t kind = take_own_flags(&argc, argv, &help);
   bench_args a = bench_parse_args(argc, argv);
   int32_t effective_kind;
+  int effective_help;
   bench b;
   memset(&b, 0, sizeof b);
-  b.e = make_engine(kind, a.threads, &effective_kind);
-  const char* system = system_name(effective_kind);
+  b.e = make_engine(kind, help, a.threads, &effective_kind, &effective_help);
+  const char* system = system_name(effective_kind, effective_help);
   make_vars(&b, a.ops);
   b.two = pushers_start(&b);
 

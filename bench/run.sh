@@ -170,6 +170,11 @@ run_one() { # run_one PATH
   name=$(basename "$prog")
   case $name in
     bench_gomp | bench_libomp) OMP_NUM_THREADS=$threads run_program "$name" "$prog" "${common[@]}" ;;
+    bench_ordo)
+      # ordo's default engine, then its ORDO_ENGINE_FLAG_PUSHERS_HELP mode (ordo-help)
+      run_program "$name" "$prog" "${common[@]}"
+      run_program "$name --pushers-help" "$prog" --pushers-help "${common[@]}"
+      ;;
     bench_*) run_program "$name" "$prog" "${common[@]}" ;;
     *)
       # K: the same protocol for all, a warm-up, then the median of 3; no trace for the demo (the

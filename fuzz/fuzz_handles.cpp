@@ -268,7 +268,7 @@ class Session {
         want = bit(ORDO_ERR_INVALID_ARGUMENT);
         break;
       case 2:
-        cfg.flags = 1u << in_.below(32);
+        cfg.flags = 2u << in_.below(31);  // bit 0 is ORDO_ENGINE_FLAG_PUSHERS_HELP
         want = bit(ORDO_ERR_UNSUPPORTED);
         break;
       case 3:

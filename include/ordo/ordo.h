@@ -148,6 +148,18 @@ ORDO_API size_t ordo_last_error_copy(char* buf, size_t cap);
 #define ORDO_ENGINE_PER_DEVICE 3
 
 /**
+ * ordo_engine_config.flags: a push that the submission throttle (max_pending) holds runs ready
+ * ops of the engine's normal CPU workers on the pushing thread instead of sleeping, until half
+ * of the pending ops are done or nothing is ready (as an OpenMP thread runs tasks when too many
+ * are queued). Faster when pushers outnumber idle cores, since the ops a thread pushed are still
+ * in its cache. The trade: callbacks may then run on a thread that calls ordo_opr_push or
+ * ordo_opr_push_prepared from outside any op, so an op must not wait for something that
+ * thread would do after its push returns (that would deadlock). Off by default; env
+ * ORDO_PUSHERS_HELP=1 turns it on when the flag is not set. ordo_engine_get_config reports it.
+ */
+#define ORDO_ENGINE_FLAG_PUSHERS_HELP 0x1u
+
+/**
  * Engine configuration. Growable: starts with struct_size; always fill it with
  * ordo_engine_config_init() before setting fields. A field left at 0 takes its environment
  * override if set, else the default. Precedence: explicit field > environment > default.
@@ -160,14 +172,14 @@ typedef struct ordo_engine_config {
                                    ORDO_CPU_PRIORITY_THREADS; default 1 */
   int32_t copy_threads;         /**< per_device: workers for each copy direction; env
                                    ORDO_COPY_THREADS; default 1 */
-  int32_t max_pending; /**< submission throttle: when more ops than this are pending, a push
-                          from a thread that is not running an op of this engine waits until
-                          half of them are done, for at most about 1 ms per push (so it never
-                          deadlocks), keeping memory and caches bounded (StarPU's
-                          STARPU_LIMIT_MAX_SUBMITTED_TASKS does the same); env
-                          ORDO_MAX_PENDING; default 8192; -1 = no throttle */
-  uint32_t flags;      /**< reserved, must be 0 */
-  const void* next;    /**< reserved for extension chains, must be NULL */
+  int32_t max_pending;    /**< submission throttle: when more ops than this are pending, a push
+                             from a thread that is not running an op of this engine waits until
+                             half of them are done, for at most about 1 ms per push (so it never
+                             deadlocks), keeping memory and caches bounded (StarPU's
+                             STARPU_LIMIT_MAX_SUBMITTED_TASKS does the same); env
+                             ORDO_MAX_PENDING; default 8192; -1 = no throttle */
+  uint32_t flags;         /**< ORDO_ENGINE_FLAG_* bits; others must be 0 */
+  const void* next;       /**< reserved for extension chains, must be NULL */
   const char* trace_path; /**< non-NULL and non-empty: record every op (name, worker, device,
                              start, end, outcome) and write them as Chrome trace JSON (opens in
                              Perfetto and chrome://tracing) to this file when the engine shuts
@@ -347,7 +359,8 @@ static inline void ordo_push_opts_init(ordo_push_opts* opts) {
  * On failure nothing was pushed and free_fn is not called.
  * Flow control: from a thread that is not running an op of this engine, a push made while more
  * than ordo_engine_config.max_pending ops are pending waits (at most about 1 ms) for the workers
- * to catch up, after the op has been pushed.
+ * to catch up, after the op has been pushed; with ORDO_ENGINE_FLAG_PUSHERS_HELP it first runs
+ * ready ops on the calling thread.
  * Errors: INVALID_ARGUMENT (e or fn NULL, NULL array with non-zero count, bad opts field, more
  * than 65,535 distinct vars), INVALID_HANDLE (any var 0, stale, deleted or foreign),
  * UNSUPPORTED (opts tail or next),

@@ -172,9 +172,11 @@ ORDO_API ordo_status ordo_engine_create(const ordo_engine_config* cfg, ordo_engi
     if (cfg) {
       if (ordo_status s = read_struct(cfg, &c, "ordo_engine_config")) return s;
       if (c.next) return fail(ORDO_ERR_UNSUPPORTED, "ordo_engine_config.next must be NULL");
-      if (c.flags) {
-        return fail(ORDO_ERR_UNSUPPORTED, "ordo_engine_config.flags=0x%x: no flags are defined",
-                    static_cast<unsigned>(c.flags));
+      if (c.flags & ~ORDO_ENGINE_FLAG_PUSHERS_HELP) {
+        return fail(ORDO_ERR_UNSUPPORTED,
+                    "ordo_engine_config.flags=0x%x: only ORDO_ENGINE_FLAG_PUSHERS_HELP (0x%x) is "
+                    "defined",
+                    static_cast<unsigned>(c.flags), ORDO_ENGINE_FLAG_PUSHERS_HELP);
       }
     }
     EngineConfig resolved;
@@ -210,6 +212,7 @@ ORDO_API ordo_status ordo_engine_get_config(ordo_engine* e, ordo_engine_config* 
     c.cpu_priority_threads = engine->config().cpu_priority_threads;
     c.copy_threads = engine->config().copy_threads;
     c.max_pending = engine->config().max_pending;
+    c.flags = engine->config().pushers_help ? ORDO_ENGINE_FLAG_PUSHERS_HELP : 0;
     c.trace_path = engine->config().trace_path;
     write_struct(c, out, out->struct_size);
     return ORDO_OK;

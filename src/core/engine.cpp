@@ -55,6 +55,24 @@ struct InlineQueue {
 };
 ORDO_HOT_TLS InlineQueue* tls_inline = nullptr;
 
+}  // namespace
+
+// A pushing thread that runs ready ops while it is throttled (ORDO_ENGINE_FLAG_PUSHERS_HELP):
+// what it completes is counted on its own push lane and the blocks go back to that lane's
+// magazine, as a worker's do, so helping costs no shared atomic per op.
+struct Helper {
+  const Engine* engine;
+  PushLane* lane;
+  uint32_t unflushed;  // completions not yet announced to waiters (see announce_batch)
+};
+
+namespace {
+
+ORDO_HOT_TLS Helper* tls_helper = nullptr;
+
+// Completions a helping pusher runs between two looks at the pending count.
+constexpr uint32_t kHelpCheckEvery = 64;
+
 // The thread blocked in ordo_wait_for_var, and what it learns. Shared by the waiting thread and
 // the signal op: a timed-out waiter leaves, and the op still finds it alive.
 struct Waiter {
@@ -330,8 +348,9 @@ ordo_status Engine::push_internal(OpKind kind, ordo_var v, bool write, void* int
 // fills memory with op blocks that have gone cold by the time they run, and on a machine with
 // more threads than cores it takes CPU from the workers; waiting here fixes both. The wait is
 // bounded, so a pusher that must itself complete pending work is slowed, never stopped.
-void Engine::throttle() {
+void Engine::throttle(PushLane* lane) {
   const int64_t low = cfg_.max_pending / 2;
+  if (cfg_.pushers_help && help_while_throttled(lane, low)) return;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
   for (;;) {
     uint32_t key = throttle_wake_.prepare_wait();
@@ -348,6 +367,32 @@ void Engine::throttle() {
         key,
         static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(left).count()));
   }
+}
+
+// ORDO_ENGINE_FLAG_PUSHERS_HELP: a throttled pusher runs ready ops of the normal CPU group
+// itself instead of sleeping while the workers catch up, as an OpenMP thread runs tasks once
+// too many are queued. The ops it pushed are still in its core's cache, and the CPU it would
+// have given up does the work. Returns true when the pending count fell to `low`; false when
+// nothing was ready to run (the caller then waits as usual).
+bool Engine::help_while_throttled(PushLane* lane, int64_t low) {
+  WorkerGroup* group = groups_[kCpu].get();
+  if (!group || tls_helper) return false;
+  const size_t ring_hint = static_cast<size_t>(lane - lanes_.get());
+  Helper helper{this, lane, 0};
+  tls_helper = &helper;
+  bool done = false;
+  for (uint32_t n = 0;; ++n) {
+    if (n % kHelpCheckEvery == 0 && pending_now() <= low) {
+      done = true;
+      break;
+    }
+    OpBlock* op = group->take_ready(ring_hint);
+    if (!op) break;
+    execute(op, nullptr);
+  }
+  tls_helper = nullptr;
+  announce_batch(&helper.unflushed);
+  return done;
 }
 
 // `refs` come from VarRefs::collect (sorted, merged, at most OpBlock::kMaxLinks).
@@ -396,7 +441,7 @@ ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef
 void Engine::check_throttle(PushLane* lane) {
   lane->since_throttle_check = 0;
   if (cfg_.max_pending > 0 && pending_now() >= cfg_.max_pending && !called_from_inside()) {
-    throttle();
+    throttle(lane);
   }
 }
 
@@ -404,7 +449,7 @@ void Engine::check_throttle(PushLane* lane) {
 // completions first and the pushes second never undercounts what is pending.
 int64_t Engine::completed_now() const {
   int64_t done = completed_.load(std::memory_order_seq_cst);
-  for (uint32_t i = 0; i < first_external_lane_; ++i)
+  for (uint32_t i = 0; i < num_lanes_; ++i)  // workers' lanes, and those of helping pushers
     done += lanes_[i].completed.load(std::memory_order_acquire);
   return done;
 }
@@ -662,9 +707,10 @@ void Engine::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
   // Counted before its vars are released: whoever sees a var released (a successor, the signal
   // op of ordo_wait_for_var) finds this op completed. Waits for all work, which may therefore
   // see the count before the release, wait for `releasing` to drop (wait_for_releases()).
-  Worker* counter = (self && self->lane) ? self : nullptr;  // counts on its own lane
-  begin_release(counter);
-  note_completed(counter);
+  Helper* helper = (!self && tls_helper && tls_helper->engine == this) ? tls_helper : nullptr;
+  PushLane* counting_lane = self ? self->lane : helper ? helper->lane : nullptr;
+  begin_release(counting_lane);
+  note_completed(self, helper);
   VarLink* links = op->links();
   for (uint32_t i = 0; i < op->num_links; ++i) {
     VarLink& l = links[i];
@@ -676,8 +722,8 @@ void Engine::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
     if (op->kind == OpKind::kDeleteVar) vars_.reclaim(v);
   }
   ErrorRecord::release(failure);
-  pool_.release(op, self ? &self->cache : nullptr);
-  end_release(counter);
+  pool_.release(op, self ? &self->cache : helper ? &helper->lane->cache : nullptr);
+  end_release(counting_lane);
   // A worker keeps one successor for itself, but never while a callback of its own is still on
   // the stack (that callback might wait for the successor to start).
   Worker* keeper = tls_running_op == nullptr ? self : nullptr;
@@ -743,39 +789,48 @@ void Engine::record_failure(ErrorRecord* r) {
 }
 
 // The span between counting an op completed and releasing its vars, which waits for all work
-// wait out (wait_for_releases): a worker marks it on its lane, other threads on a shared count.
-void Engine::begin_release(Worker* counter) {
-  if (counter) {
-    counter->lane->releasing.store(1, std::memory_order_relaxed);
+// wait out (wait_for_releases): a worker or a helping pusher marks it on its lane, other threads
+// on a shared count.
+void Engine::begin_release(PushLane* lane) {
+  if (lane) {
+    lane->releasing.store(1, std::memory_order_relaxed);
   } else {
     external_releasing_.fetch_add(1, std::memory_order_seq_cst);
   }
 }
 
-void Engine::end_release(Worker* counter) {
-  if (counter) {
-    counter->lane->releasing.store(0, std::memory_order_release);
+void Engine::end_release(PushLane* lane) {
+  if (lane) {
+    lane->releasing.store(0, std::memory_order_release);
   } else {
     external_releasing_.fetch_sub(1, std::memory_order_release);
   }
 }
 
-// `self`: a worker with a lane, or nullptr (a thread that is not a worker, or one without a lane).
-void Engine::note_completed(Worker* self) {
-  if (!self) {
+// Counts one completion on the completing thread's lane: a worker's, or a helping pusher's;
+// other threads (and a worker without a lane) count on the shared counter.
+void Engine::note_completed(Worker* self, Helper* helper) {
+  if (self && self->lane) {
+    self->lane->count_completion();
+    if (++self->unflushed >= 64) flush_completions(self);
+  } else if (!self && helper) {
+    helper->lane->count_completion();
+    if (++helper->unflushed >= 64) announce_batch(&helper->unflushed);
+  } else {
     add_completed(1);
-    return;
   }
-  self->lane->count_completion();
-  if (++self->unflushed >= 64) flush_completions(self);
 }
 
-// Wakes whoever waits for completions (throttled pushers, ordo_wait_for_all) after a batch of a
-// worker's completions, or when the worker runs out of work. Completions are counted as they
-// happen; only this notification is batched.
 void Engine::flush_completions(Worker* w) {
-  if (w->unflushed == 0) return;
-  w->unflushed = 0;
+  announce_batch(&w->unflushed);
+}
+
+// Wakes whoever waits for completions (throttled pushers, ordo_wait_for_all) after a batch of
+// completions counted on a lane, or when a worker runs out of work or a pusher stops helping.
+// Completions are counted as they happen; only this notification is batched.
+void Engine::announce_batch(uint32_t* unflushed) {
+  if (*unflushed == 0) return;
+  *unflushed = 0;
   // The worker's half of the handshake with a waiter: its counts were stored, then it looks for
   // waiters; a waiter registers, then reads the counts (one of the two sees the other).
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -890,7 +945,7 @@ ordo_status Engine::wait_idle(const uint64_t* timeout_ns) {
 // Ops are counted as completed just before their vars are released (see finalize): once
 // nothing is pending, the last releases are at most a few hundred instructions away.
 void Engine::wait_for_releases() const {
-  for (uint32_t i = 0; i < first_external_lane_; ++i) {
+  for (uint32_t i = 0; i < num_lanes_; ++i) {  // workers' lanes, and those of helping pushers
     while (lanes_[i].releasing.load(std::memory_order_acquire) != 0) sched_yield();
   }
   while (external_releasing_.load(std::memory_order_acquire) != 0) sched_yield();

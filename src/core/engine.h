@@ -22,6 +22,7 @@
 namespace ordo {
 
 struct ErrorRecord;
+struct Helper;  // a throttled pusher that runs ready ops (engine.cpp)
 
 // What a push asks for, before it becomes an OpBlock.
 struct OpSpec {
@@ -101,15 +102,17 @@ class Engine {
   ordo_status enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* ready);
   ordo_status push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n);
   ordo_status push_internal(OpKind kind, ordo_var v, bool write, void* internal);
-  void throttle();
+  void throttle(PushLane* lane);
+  bool help_while_throttled(PushLane* lane, int64_t low);
   void check_throttle(PushLane* lane);
   int64_t pending_now() const;
   int64_t completed_now() const;
   void add_completed(int64_t n);
   void announce_completions();
   void wait_for_releases() const;
-  void begin_release(Worker* counter);
-  void end_release(Worker* counter);
+  void begin_release(PushLane* lane);
+  void end_release(PushLane* lane);
+  void announce_batch(uint32_t* unflushed);
   void fill(OpBlock* op, const OpSpec& spec, WorkerGroup* group);
   bool attach_links(OpBlock* op, size_t n);
   void finalize(OpBlock* op, ErrorRecord* failure, Worker* self);
@@ -119,7 +122,7 @@ class Engine {
   void dispatch(OpBlock* op, Worker* self, size_t ring_hint);
   void run_inline(OpBlock* op);
   void record_failure(ErrorRecord* r);
-  void note_completed(Worker* self);
+  void note_completed(Worker* self, Helper* helper);
   template <bool kTraced>
   void run_user_op(OpBlock* op, Worker* self);
   void trace_op(const OpBlock* op, Worker* self, uint64_t start_ns, TraceOutcome outcome);

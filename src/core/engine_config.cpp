@@ -95,6 +95,18 @@ ordo_status pick_max_pending(int32_t value, int32_t* out) {
   return ORDO_OK;
 }
 
+// The flag, or else env ORDO_PUSHERS_HELP=1 (0 or unset: off).
+ordo_status pick_pushers_help(uint32_t flags, bool* out) {
+  *out = (flags & ORDO_ENGINE_FLAG_PUSHERS_HELP) != 0;
+  const char* s = std::getenv("ORDO_PUSHERS_HELP");
+  if (*out || !s || !*s) return ORDO_OK;
+  if (std::strcmp(s, "0") != 0 && std::strcmp(s, "1") != 0) {
+    return fail(ORDO_ERR_INVALID_ARGUMENT, "ORDO_PUSHERS_HELP='%s': use 0 or 1", s);
+  }
+  *out = s[0] == '1';
+  return ORDO_OK;
+}
+
 }  // namespace
 
 ordo_status resolve_engine_config(const ordo_engine_config* cfg, EngineConfig* out) {
@@ -128,7 +140,8 @@ ordo_status resolve_engine_config(const ordo_engine_config* cfg, EngineConfig* o
                                    &out->copy_threads)) {
     return s;
   }
-  return pick_max_pending(cfg->max_pending, &out->max_pending);
+  if (ordo_status s = pick_max_pending(cfg->max_pending, &out->max_pending)) return s;
+  return pick_pushers_help(cfg->flags, &out->pushers_help);
 }
 
 }  // namespace ordo

@@ -14,6 +14,7 @@ struct EngineConfig {
   int32_t cpu_priority_threads;
   int32_t copy_threads;
   int32_t max_pending;  // -1: no throttle
+  bool pushers_help;    // ORDO_ENGINE_FLAG_PUSHERS_HELP: throttled pushers run ready ops
   // Where to write the trace at shutdown; nullptr: tracing off. Borrowed from the caller's
   // struct or the environment: the Engine copies it at once.
   const char* trace_path;

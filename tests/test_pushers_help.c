@@ -1,0 +1,247 @@
+/*
+ * ORDO_ENGINE_FLAG_PUSHERS_HELP: a push held by the submission throttle runs ready ops on the
+ * pushing thread. Without the flag no op ever runs there; with it, ops run there behave exactly
+ * as on a worker (failures, skips, pushes from inside, waits from inside refused), every op
+ * runs once, and the counts add up.
+ *
+ * Both workers are held by gate ops while the test pushes, so the only thread that can run the
+ * other ops before the gates open is the pushing one. Callbacks never assert: they record into
+ * atomics and the test thread asserts afterwards.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "test_util.h"
+
+TestSuite(pushers_help, .timeout = 60.0);
+
+#define ST(expr, want) TU_ASSERT_ST(expr, want, "pushers_help")
+
+enum { kMaxPending = 64, kFillers = 1000, kFromInside = 300 };
+
+static pthread_t g_pusher;
+
+typedef struct {
+  atomic_int gates_in;  /* gate ops running (each holds a worker) */
+  atomic_int open;      /* set by the test thread: the gate ops may return */
+  atomic_int ran;       /* filler ops run */
+  atomic_int on_pusher; /* filler ops run on the pushing thread */
+} help_ctx;
+
+static void help_ctx_init(help_ctx* h) {
+  atomic_init(&h->gates_in, 0);
+  atomic_init(&h->open, 0);
+  atomic_init(&h->ran, 0);
+  atomic_init(&h->on_pusher, 0);
+}
+
+static int on_pusher(void) {
+  return pthread_equal(pthread_self(), g_pusher) != 0;
+}
+
+static int32_t gate_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  help_ctx* h = ud;
+  atomic_fetch_add(&h->gates_in, 1);
+  tu_wait_ge(&h->open, 1, 20000);
+  return 0;
+}
+
+static int32_t filler_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  help_ctx* h = ud;
+  atomic_fetch_add(&h->ran, 1);
+  if (on_pusher()) atomic_fetch_add(&h->on_pusher, 1);
+  return 0;
+}
+
+static ordo_engine* make_engine(int help) {
+  ordo_engine_config cfg;
+  ordo_engine_config_init(&cfg);
+  cfg.kind = ORDO_ENGINE_PER_DEVICE;
+  cfg.cpu_threads = 2;
+  cfg.max_pending = kMaxPending;
+  cfg.flags = help ? ORDO_ENGINE_FLAG_PUSHERS_HELP : 0;
+  ordo_engine* e = NULL;
+  ST(ordo_engine_create(&cfg, &e), ORDO_OK);
+  return e;
+}
+
+/* Pushes two gate ops and returns once both hold a worker. */
+static void close_gates(ordo_engine* e, help_ctx* h) {
+  ST(ordo_opr_push(e, gate_fn, h, NULL, 0, NULL, 0, NULL), ORDO_OK);
+  ST(ordo_opr_push(e, gate_fn, h, NULL, 0, NULL, 0, NULL), ORDO_OK);
+  cr_assert(tu_wait_ge(&h->gates_in, 2, 20000), "the two gate ops did not both start");
+}
+
+static void push_fillers(ordo_engine* e, help_ctx* h) {
+  for (int i = 0; i < kFillers; ++i)
+    ST(ordo_opr_push(e, filler_fn, h, NULL, 0, NULL, 0, NULL), ORDO_OK);
+}
+
+static void expect_all_counted(ordo_engine* e, uint64_t ops) {
+  ordo_stats st;
+  st.struct_size = sizeof st;
+  ST(ordo_engine_stats(e, &st), ORDO_OK);
+  cr_assert_eq(st.pushed, ops, "pushed %llu, want %llu", (unsigned long long)st.pushed,
+               (unsigned long long)ops);
+  cr_assert_eq(st.completed, ops, "completed %llu, want %llu", (unsigned long long)st.completed,
+               (unsigned long long)ops);
+  cr_assert_eq(st.pending, 0);
+}
+
+Test(pushers_help, a_throttled_pusher_runs_ready_ops_itself) {
+  g_pusher = pthread_self();
+  ordo_engine* e = make_engine(1);
+  help_ctx h;
+  help_ctx_init(&h);
+  close_gates(e, &h);
+  push_fillers(e, &h);
+  int during = atomic_load(&h.ran);
+  atomic_store(&h.open, 1);
+  ST(ordo_wait_for_all(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&h.ran), kFillers, "%d of %d ops ran", atomic_load(&h.ran), kFillers);
+  cr_assert_gt(during, 0, "no op ran while both workers were held: the pusher did not help");
+  cr_assert_eq(atomic_load(&h.on_pusher), during,
+               "%d ops ran before the gates opened, %d of them on the pushing thread", during,
+               atomic_load(&h.on_pusher));
+  expect_all_counted(e, kFillers + 2);
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}
+
+Test(pushers_help, without_the_flag_no_op_runs_on_the_pusher) {
+  unsetenv("ORDO_PUSHERS_HELP"); /* it would turn helping on */
+  g_pusher = pthread_self();
+  ordo_engine* e = make_engine(0);
+  help_ctx h;
+  help_ctx_init(&h);
+  close_gates(e, &h);
+  push_fillers(e, &h); /* the throttle holds some of these pushes (about 1 ms each) */
+  cr_assert_eq(atomic_load(&h.ran), 0, "%d ops ran while both workers were held",
+               atomic_load(&h.ran));
+  atomic_store(&h.open, 1);
+  ST(ordo_wait_for_all(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&h.ran), kFillers);
+  cr_assert_eq(atomic_load(&h.on_pusher), 0);
+  expect_all_counted(e, kFillers + 2);
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}
+
+/* ---- ops run by a helping pusher behave as on a worker ---- */
+
+typedef struct {
+  ordo_engine* e;
+  help_ctx* h;
+  atomic_int failer_on_pusher;
+  atomic_int skipped_ran;      /* the reader of the failed var ran (it must be skipped) */
+  atomic_int inside_pushes_ok; /* pushes made from inside an op that returned ORDO_OK */
+  atomic_int inside_ran;       /* ops pushed from inside that ran */
+  atomic_int wait_status;      /* what ordo_wait_for_all returned from inside an op */
+} inside_ctx;
+
+static int32_t failing_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  inside_ctx* c = ud;
+  atomic_store(&c->failer_on_pusher, on_pusher());
+  return 7;
+}
+
+static int32_t must_be_skipped_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  atomic_fetch_add(&((inside_ctx*)ud)->skipped_ran, 1);
+  return 0;
+}
+
+static int32_t inner_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  atomic_fetch_add(&((inside_ctx*)ud)->inside_ran, 1);
+  return 0;
+}
+
+/* Pushes more ops than the throttle checks for (256 per lane): a push from inside an op is
+ * never held, so this must neither help recursively nor wait. */
+static int32_t pushing_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  inside_ctx* c = ud;
+  for (int i = 0; i < kFromInside; ++i) {
+    if (ordo_opr_push(c->e, inner_fn, c, NULL, 0, NULL, 0, NULL) == ORDO_OK)
+      atomic_fetch_add(&c->inside_pushes_ok, 1);
+  }
+  return 0;
+}
+
+static int32_t waiting_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  inside_ctx* c = ud;
+  atomic_store(&c->wait_status, ordo_wait_for_all(c->e));
+  return 0;
+}
+
+Test(pushers_help, helped_ops_fail_skip_push_and_refuse_waits_as_on_workers) {
+  g_pusher = pthread_self();
+  ordo_engine* e = make_engine(1);
+  help_ctx h;
+  help_ctx_init(&h);
+  inside_ctx c = {.e = e, .h = &h};
+  atomic_init(&c.failer_on_pusher, 0);
+  atomic_init(&c.skipped_ran, 0);
+  atomic_init(&c.inside_pushes_ok, 0);
+  atomic_init(&c.inside_ran, 0);
+  atomic_init(&c.wait_status, -1);
+  ordo_var v;
+  ST(ordo_var_new(e, &v), ORDO_OK);
+  close_gates(e, &h);
+  /* Pushed first, so a helping pusher takes them before the fillers. */
+  ST(ordo_opr_push(e, failing_fn, &c, NULL, 0, &v, 1, NULL), ORDO_OK);
+  ST(ordo_opr_push(e, must_be_skipped_fn, &c, &v, 1, NULL, 0, NULL), ORDO_OK);
+  ST(ordo_opr_push(e, pushing_fn, &c, NULL, 0, NULL, 0, NULL), ORDO_OK);
+  ST(ordo_opr_push(e, waiting_fn, &c, NULL, 0, NULL, 0, NULL), ORDO_OK);
+  push_fillers(e, &h);
+  cr_assert_gt(atomic_load(&h.on_pusher), 0, "the pusher did not help");
+  atomic_store(&h.open, 1);
+  ST(ordo_wait_for_all(e), ORDO_ERR_OP_FAILED);
+  cr_assert_eq(atomic_load(&c.failer_on_pusher), 1, "the failing op did not run on the pusher");
+  cr_assert_eq(atomic_load(&c.skipped_ran), 0, "the reader of the failed var ran");
+  int32_t code = 0;
+  ST(ordo_var_get_error(e, v, &code, NULL, 0), ORDO_OK);
+  cr_assert_eq(code, 7, "the var's error code is %d, want 7", code);
+  cr_assert_eq(atomic_load(&c.inside_pushes_ok), kFromInside);
+  cr_assert_eq(atomic_load(&c.inside_ran), kFromInside);
+  cr_assert_eq(atomic_load(&c.wait_status), ORDO_ERR_WOULD_DEADLOCK);
+  cr_assert_eq(atomic_load(&h.ran), kFillers);
+  expect_all_counted(e, 2 + 4 + kFillers + kFromInside);
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}
+
+/* ---- the environment and ordo_engine_get_config ---- */
+
+static uint32_t effective_flags(ordo_engine_config* cfg) {
+  ordo_engine* e = NULL;
+  ST(ordo_engine_create(cfg, &e), ORDO_OK);
+  ordo_engine_config got;
+  ordo_engine_config_init(&got);
+  ST(ordo_engine_get_config(e, &got), ORDO_OK);
+  ST(ordo_engine_destroy(e), ORDO_OK);
+  return got.flags;
+}
+
+Test(pushers_help, env_turns_it_on_and_get_config_reports_it) {
+  ordo_engine_config cfg;
+  ordo_engine_config_init(&cfg);
+  cfg.cpu_threads = 2;
+  unsetenv("ORDO_PUSHERS_HELP");
+  cr_assert_eq(effective_flags(&cfg), 0);
+  cfg.flags = ORDO_ENGINE_FLAG_PUSHERS_HELP;
+  cr_assert_eq(effective_flags(&cfg), ORDO_ENGINE_FLAG_PUSHERS_HELP);
+  cfg.flags = 0;
+  setenv("ORDO_PUSHERS_HELP", "1", 1);
+  cr_assert_eq(effective_flags(&cfg), ORDO_ENGINE_FLAG_PUSHERS_HELP);
+  setenv("ORDO_PUSHERS_HELP", "0", 1);
+  cr_assert_eq(effective_flags(&cfg), 0);
+  setenv("ORDO_PUSHERS_HELP", "yes", 1);
+  ordo_engine* e = (ordo_engine*)(uintptr_t)0x1;
+  ST(ordo_engine_create(&cfg, &e), ORDO_ERR_INVALID_ARGUMENT);
+  cr_assert_null(e);
+  unsetenv("ORDO_PUSHERS_HELP");
+}
