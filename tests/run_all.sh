@@ -16,6 +16,8 @@ bash "$here/install_consumer.sh" "$build"
 
 echo "== stress checker against a sequential model, short (make stress runs 10M ops)"
 "$build/tests/ordo_stress" --ops 500000
+echo "== the same, with throttled pushers running ready ops (ORDO_PUSHERS_HELP=1, a 64-op window)"
+ORDO_PUSHERS_HELP=1 ORDO_MAX_PENDING=64 "$build/tests/ordo_stress" --ops 300000
 
 echo "== the Cholesky demo, small, and its trace checked (make run runs N=4096)"
 demo_dir=$(mktemp -d)
