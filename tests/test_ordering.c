@@ -296,19 +296,9 @@ Test(ordering, independent_ops_run_concurrently) {
 #define HOSTAGE_SHORT_OPS 16
 
 typedef struct hostage_ctx {
-  atomic_int gates_in;   /* gate ops running (each holds a worker) */
-  atomic_int open;       /* set by the test thread: the gate ops may return */
   atomic_int short_done; /* short ops finished */
   atomic_int long_saw;   /* short ops the long op saw finished while it held its worker */
 } hostage_ctx;
-
-static int32_t hostage_gate_fn(ordo_exec* exec, void* ud) {
-  (void)exec;
-  hostage_ctx* h = ud;
-  atomic_fetch_add(&h->gates_in, 1);
-  tu_wait_ge(&h->open, 1, 10000);
-  return 0;
-}
 
 /* Holds its worker until every short op has finished: only the other worker can run them. */
 static int32_t hostage_long_fn(ordo_exec* exec, void* ud) {
@@ -333,19 +323,19 @@ static int32_t hostage_short_fn(ordo_exec* exec, void* ud) {
 Test(ordering, ops_taken_together_are_not_held_behind_a_long_op) {
   for (int k = 0; k < TU_NUM_THREADED_KINDS; ++k) {
     ordo_engine* e = make_engine(tu_threaded_kinds[k]);
+    tu_gate gates;
+    tu_gate_init(&gates);
     hostage_ctx h;
-    atomic_init(&h.gates_in, 0);
-    atomic_init(&h.open, 0);
     atomic_init(&h.short_done, 0);
     atomic_init(&h.long_saw, 0);
-    ST(ordo_opr_push(e, hostage_gate_fn, &h, NULL, 0, NULL, 0, NULL), ORDO_OK);
-    ST(ordo_opr_push(e, hostage_gate_fn, &h, NULL, 0, NULL, 0, NULL), ORDO_OK);
-    cr_assert(tu_wait_ge(&h.gates_in, 2, 10000), "%s: the two gate ops did not both start",
+    ST(ordo_opr_push(e, tu_gate_fn, &gates, NULL, 0, NULL, 0, NULL), ORDO_OK);
+    ST(ordo_opr_push(e, tu_gate_fn, &gates, NULL, 0, NULL, 0, NULL), ORDO_OK);
+    cr_assert(tu_wait_ge(&gates.in, 2, 10000), "%s: the two gate ops did not both start",
               tu_kind_name(g_kind));
     ST(ordo_opr_push(e, hostage_long_fn, &h, NULL, 0, NULL, 0, NULL), ORDO_OK);
     for (int i = 0; i < HOSTAGE_SHORT_OPS; ++i)
       ST(ordo_opr_push(e, hostage_short_fn, &h, NULL, 0, NULL, 0, NULL), ORDO_OK);
-    atomic_store(&h.open, 1);
+    atomic_store(&gates.open, 1);
     ST(ordo_wait_for_all(e), ORDO_OK);
     cr_assert_eq(atomic_load(&h.long_saw), HOSTAGE_SHORT_OPS,
                  "%s: the long op saw %d of %d short ops finish: the others waited behind it",

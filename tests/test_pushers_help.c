@@ -23,29 +23,19 @@ enum { kMaxPending = 64, kFillers = 1000, kFromInside = 300 };
 static pthread_t g_pusher;
 
 typedef struct {
-  atomic_int gates_in;  /* gate ops running (each holds a worker) */
-  atomic_int open;      /* set by the test thread: the gate ops may return */
+  tu_gate gate;         /* holds both workers until opened */
   atomic_int ran;       /* filler ops run */
   atomic_int on_pusher; /* filler ops run on the pushing thread */
 } help_ctx;
 
 static void help_ctx_init(help_ctx* h) {
-  atomic_init(&h->gates_in, 0);
-  atomic_init(&h->open, 0);
+  tu_gate_init(&h->gate);
   atomic_init(&h->ran, 0);
   atomic_init(&h->on_pusher, 0);
 }
 
 static int on_pusher(void) {
   return pthread_equal(pthread_self(), g_pusher) != 0;
-}
-
-static int32_t gate_fn(ordo_exec* exec, void* ud) {
-  (void)exec;
-  help_ctx* h = ud;
-  atomic_fetch_add(&h->gates_in, 1);
-  tu_wait_ge(&h->open, 1, 20000);
-  return 0;
 }
 
 static int32_t filler_fn(ordo_exec* exec, void* ud) {
@@ -70,9 +60,9 @@ static ordo_engine* make_engine(int help) {
 
 /* Pushes two gate ops and returns once both hold a worker. */
 static void close_gates(ordo_engine* e, help_ctx* h) {
-  ST(ordo_opr_push(e, gate_fn, h, NULL, 0, NULL, 0, NULL), ORDO_OK);
-  ST(ordo_opr_push(e, gate_fn, h, NULL, 0, NULL, 0, NULL), ORDO_OK);
-  cr_assert(tu_wait_ge(&h->gates_in, 2, 20000), "the two gate ops did not both start");
+  ST(ordo_opr_push(e, tu_gate_fn, &h->gate, NULL, 0, NULL, 0, NULL), ORDO_OK);
+  ST(ordo_opr_push(e, tu_gate_fn, &h->gate, NULL, 0, NULL, 0, NULL), ORDO_OK);
+  cr_assert(tu_wait_ge(&h->gate.in, 2, 20000), "the two gate ops did not both start");
 }
 
 static void push_fillers(ordo_engine* e, help_ctx* h) {
@@ -99,7 +89,7 @@ Test(pushers_help, a_throttled_pusher_runs_ready_ops_itself) {
   close_gates(e, &h);
   push_fillers(e, &h);
   int during = atomic_load(&h.ran);
-  atomic_store(&h.open, 1);
+  atomic_store(&h.gate.open, 1);
   ST(ordo_wait_for_all(e), ORDO_OK);
   cr_assert_eq(atomic_load(&h.ran), kFillers, "%d of %d ops ran", atomic_load(&h.ran), kFillers);
   cr_assert_gt(during, 0, "no op ran while both workers were held: the pusher did not help");
@@ -120,7 +110,7 @@ Test(pushers_help, without_the_flag_no_op_runs_on_the_pusher) {
   push_fillers(e, &h); /* the throttle holds some of these pushes (about 1 ms each) */
   cr_assert_eq(atomic_load(&h.ran), 0, "%d ops ran while both workers were held",
                atomic_load(&h.ran));
-  atomic_store(&h.open, 1);
+  atomic_store(&h.gate.open, 1);
   ST(ordo_wait_for_all(e), ORDO_OK);
   cr_assert_eq(atomic_load(&h.ran), kFillers);
   cr_assert_eq(atomic_load(&h.on_pusher), 0);
@@ -199,7 +189,7 @@ Test(pushers_help, helped_ops_fail_skip_push_and_refuse_waits_as_on_workers) {
   ST(ordo_opr_push(e, waiting_fn, &c, NULL, 0, NULL, 0, NULL), ORDO_OK);
   push_fillers(e, &h);
   cr_assert_gt(atomic_load(&h.on_pusher), 0, "the pusher did not help");
-  atomic_store(&h.open, 1);
+  atomic_store(&h.gate.open, 1);
   ST(ordo_wait_for_all(e), ORDO_ERR_OP_FAILED);
   cr_assert_eq(atomic_load(&c.failer_on_pusher), 1, "the failing op did not run on the pusher");
   cr_assert_eq(atomic_load(&c.skipped_ran), 0, "the reader of the failed var ran");

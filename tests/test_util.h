@@ -169,6 +169,29 @@ static inline void tu_count_free(void* user_data) {
 }
 
 /**
+ * A gate: each op running tu_gate_fn (user_data: tu_gate*) counts itself in `in` and holds its
+ * worker until the test thread sets `open` (or 20 s pass). Used to keep workers busy while a
+ * test queues work behind them.
+ */
+typedef struct tu_gate {
+  atomic_int in;   /**< gate ops running */
+  atomic_int open; /**< set to 1 to let them return */
+} tu_gate;
+
+static inline void tu_gate_init(tu_gate* g) {
+  atomic_init(&g->in, 0);
+  atomic_init(&g->open, 0);
+}
+
+static inline int32_t tu_gate_fn(ordo_exec* exec, void* user_data) {
+  (void)exec;
+  tu_gate* g = (tu_gate*)user_data;
+  atomic_fetch_add(&g->in, 1);
+  tu_wait_ge(&g->open, 1, 20000);
+  return 0;
+}
+
+/**
  * Criterion helper (expands only where used, so this header does not need Criterion): asserts
  * that expr returns `want`, printing both status names, ctx (a string) and the thread's last
  * error message.
