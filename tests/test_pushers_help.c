@@ -204,6 +204,65 @@ Test(pushers_help, helped_ops_fail_skip_push_and_refuse_waits_as_on_workers) {
   ST(ordo_engine_destroy(e), ORDO_OK);
 }
 
+/* ---- while over the window, a push whose op is ready at once runs it on the spot ---- */
+
+typedef struct {
+  atomic_int ran;
+  atomic_int on_pusher;
+} probe;
+
+static int32_t probe_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  probe* p = ud;
+  atomic_store(&p->on_pusher, on_pusher());
+  atomic_store(&p->ran, 1);
+  return 0;
+}
+
+static void probe_init(probe* p) {
+  atomic_init(&p->ran, 0);
+  atomic_init(&p->on_pusher, 0);
+}
+
+Test(pushers_help, over_the_window_a_ready_op_runs_inside_its_push) {
+  g_pusher = pthread_self();
+  ordo_engine* e = make_engine(1);
+  help_ctx h;
+  help_ctx_init(&h);
+  close_gates(e, &h);
+  /* 300 pushes: the check at the 256th finds the engine over its window of 64 (both workers
+   * are held), so the pusher helps and then runs what it pushes until a check finds it below
+   * half the window (the next one, at the 512th push). */
+  for (int i = 0; i < 300; ++i)
+    ST(ordo_opr_push(e, filler_fn, &h, NULL, 0, NULL, 0, NULL), ORDO_OK);
+  probe plain, prioritized_prop, with_priority;
+  probe_init(&plain);
+  probe_init(&prioritized_prop);
+  probe_init(&with_priority);
+  ST(ordo_opr_push(e, probe_fn, &plain, NULL, 0, NULL, 0, NULL), ORDO_OK);
+  int plain_ran_in_push = atomic_load(&plain.ran);
+  /* Not for the normal CPU workers, or not at priority 0: these are never run on the spot. */
+  ordo_push_opts o;
+  ordo_push_opts_init(&o);
+  o.prop = ORDO_PROP_CPU_PRIORITIZED;
+  ST(ordo_opr_push(e, probe_fn, &prioritized_prop, NULL, 0, NULL, 0, &o), ORDO_OK);
+  ordo_push_opts_init(&o);
+  o.priority = 5;
+  ST(ordo_opr_push(e, probe_fn, &with_priority, NULL, 0, NULL, 0, &o), ORDO_OK);
+  int priority_ran_in_push = atomic_load(&with_priority.ran);
+  atomic_store(&h.gate.open, 1);
+  ST(ordo_wait_for_all(e), ORDO_OK);
+  cr_assert_eq(plain_ran_in_push, 1, "a ready op pushed over the window did not run in its push");
+  cr_assert_eq(atomic_load(&plain.on_pusher), 1);
+  cr_assert_eq(atomic_load(&prioritized_prop.ran), 1);
+  cr_assert_eq(atomic_load(&prioritized_prop.on_pusher), 0,
+               "an ORDO_PROP_CPU_PRIORITIZED op ran on the pushing thread");
+  cr_assert_eq(priority_ran_in_push, 0, "an op with a priority ran inside its push");
+  cr_assert_eq(atomic_load(&with_priority.ran), 1);
+  expect_all_counted(e, 2 + 300 + 3);
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}
+
 /* ---- the environment and ordo_engine_get_config ---- */
 
 static uint32_t effective_flags(ordo_engine_config* cfg) {

@@ -148,14 +148,18 @@ ORDO_API size_t ordo_last_error_copy(char* buf, size_t cap);
 #define ORDO_ENGINE_PER_DEVICE 3
 
 /**
- * ordo_engine_config.flags: a push that the submission throttle (max_pending) holds runs ready
- * ops of the engine's normal CPU workers on the pushing thread instead of sleeping, until half
- * of the pending ops are done or nothing is ready (as an OpenMP thread runs tasks when too many
- * are queued). Faster when pushers outnumber idle cores, since the ops a thread pushed are still
- * in its cache. The trade: callbacks may then run on a thread that calls ordo_opr_push or
- * ordo_opr_push_prepared from outside any op, so an op must not wait for something that
- * thread would do after its push returns (that would deadlock). Off by default; env
- * ORDO_PUSHERS_HELP=1 turns it on when the flag is not set. ordo_engine_get_config reports it.
+ * ordo_engine_config.flags: pushing threads help the workers once the engine is over its
+ * submission window (max_pending), as an OpenMP thread runs tasks when too many are queued.
+ * A push that the throttle holds runs ready ops of the normal CPU workers on the pushing thread
+ * instead of sleeping, until half of the pending ops are done or nothing is ready; and until a
+ * later check finds fewer than half of max_pending pending, a push whose op is ready at once
+ * (normal CPU property, priority 0) runs it before returning. Faster when pushers outnumber
+ * idle cores, since what a thread pushed is still in its cache. The trade: callbacks then run
+ * on a thread that calls ordo_opr_push or ordo_opr_push_prepared from outside any op, so an op
+ * must not wait for something that thread would do after its push returns (that would
+ * deadlock); in particular two ops pushed by one thread, readers of one var included, are then
+ * not guaranteed to be able to run at the same time. Off by default; env ORDO_PUSHERS_HELP=1
+ * turns it on when the flag is not set. ordo_engine_get_config reports it.
  */
 #define ORDO_ENGINE_FLAG_PUSHERS_HELP 0x1u
 

@@ -172,6 +172,7 @@ PushLane* Engine::claim_external_lane(uint64_t token) {
     uint64_t free = 0;
     if (lanes_[i].owner.load(std::memory_order_relaxed) == 0 &&
         lanes_[i].owner.compare_exchange_strong(free, token, std::memory_order_acquire)) {
+      lanes_[i].runs_ready_ops = false;  // the last owner's throttle state is not this thread's
       return &lanes_[i];
     }
   }
@@ -395,6 +396,23 @@ bool Engine::help_while_throttled(PushLane* lane, int64_t low) {
   return done;
 }
 
+// ORDO_ENGINE_FLAG_PUSHERS_HELP, while the lane is over the window: an op that was ready at
+// push runs here, on the pushing thread, instead of crossing a ready ring to a worker (what
+// libgomp does with a task once too many are queued). Only plain ops of the normal CPU group,
+// and never from inside an op (its pushes would recurse). False: dispatch it as usual.
+bool Engine::run_on_pusher(OpBlock* op, PushLane* lane) {
+  if (op->group != groups_[kCpu].get() || op->priority != 0 || tls_helper || called_from_inside()) {
+    return false;
+  }
+  Helper helper{this, lane, 0};
+  tls_helper = &helper;
+  execute(op, nullptr);
+  tls_helper = nullptr;
+  // Announced at once: this thread may not push again, and a waiter must not miss the last op.
+  announce_batch(&helper.unflushed);
+  return true;
+}
+
 // `refs` come from VarRefs::collect (sorted, merged, at most OpBlock::kMaxLinks).
 ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n) {
   Worker* self = current_worker();
@@ -432,7 +450,11 @@ ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef
   }
   // Not kept by this worker even if it could: the pusher may be an op that waits for it.
   // The lane's position picks the ready ring: two pushing threads do not share one.
-  if (ready) dispatch(op, nullptr, shared ? 0 : static_cast<size_t>(lane - lanes_.get()));
+  if (ready) {
+    if (!lane->runs_ready_ops || !run_on_pusher(op, lane)) {
+      dispatch(op, nullptr, shared ? 0 : static_cast<size_t>(lane - lanes_.get()));
+    }
+  }
   if (!shared && ++lane->since_throttle_check == kThrottleCheckEvery) check_throttle(lane);
   return ORDO_OK;
 }
@@ -440,9 +462,16 @@ ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef
 // Applies the submission throttle every kThrottleCheckEvery pushes of a lane.
 void Engine::check_throttle(PushLane* lane) {
   lane->since_throttle_check = 0;
-  if (cfg_.max_pending > 0 && pending_now() >= cfg_.max_pending && !called_from_inside()) {
-    throttle(lane);
+  if (cfg_.max_pending <= 0 || called_from_inside()) return;
+  const int64_t pending = pending_now();
+  if (cfg_.pushers_help) {
+    if (pending >= cfg_.max_pending) {
+      lane->runs_ready_ops = true;
+    } else if (pending < cfg_.max_pending / 2) {
+      lane->runs_ready_ops = false;
+    }
   }
+  if (pending >= cfg_.max_pending) throttle(lane);
 }
 
 // Every op counted as completed was counted by its lane as pushed before, so reading the

@@ -104,6 +104,7 @@ class Engine {
   ordo_status push_internal(OpKind kind, ordo_var v, bool write, void* internal);
   void throttle(PushLane* lane);
   bool help_while_throttled(PushLane* lane, int64_t low);
+  bool run_on_pusher(OpBlock* op, PushLane* lane);
   void check_throttle(PushLane* lane);
   int64_t pending_now() const;
   int64_t completed_now() const;

@@ -30,7 +30,11 @@ struct alignas(64) PushLane {
   // Engine::finalize); waits for all work wait for it to drop.
   std::atomic<uint32_t> releasing{0};
   int64_t since_throttle_check = 0;  // pushes since the throttle was last checked
-  OpCache cache;                     // free op blocks, used by the owner only
+  // ORDO_ENGINE_FLAG_PUSHERS_HELP: set by a throttle check that found the engine over its
+  // window, cleared by one that found it under half of it; while set, an op this lane pushes
+  // that is ready at once runs on the pushing thread (Engine::push_resolved).
+  bool runs_ready_ops = false;
+  OpCache cache;  // free op blocks, used by the owner only
 
   void count_push() {
     pushed.store(pushed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);

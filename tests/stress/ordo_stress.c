@@ -260,6 +260,18 @@ static void shut_down(void) {
   if (cells_alive() != 0) stress_mismatch("%ld var cells still referenced", cells_alive());
 }
 
+/* Whether two readers that one pusher pushes in a row can always meet (SPEC §2.2): not on the
+ * naive engine (each op runs inside its push), nor with ORDO_ENGINE_FLAG_PUSHERS_HELP (a
+ * throttled push may run the first reader on the pushing thread, which then never pushes the
+ * second: the flag's documented trade). */
+static int readers_can_meet(const stress_options* o) {
+  ordo_engine_config cfg;
+  ordo_engine_config_init(&cfg);
+  stress_expect_status(ordo_engine_get_config(g_engine, &cfg), ORDO_OK, "ordo_engine_get_config");
+  return o->threads >= 2 && o->kind != ORDO_ENGINE_NAIVE &&
+         (cfg.flags & ORDO_ENGINE_FLAG_PUSHERS_HELP) == 0;
+}
+
 int main(int argc, char** argv) {
   stress_options o;
   int rc = stress_parse_options(argc, argv, &o);
@@ -267,7 +279,7 @@ int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   g_engine = create_engine(&o);
   if (!g_engine || model_init(o.vars) != 0) return 1;
-  g_plan.rendezvous_ok = o.threads >= 2 && o.kind != ORDO_ENGINE_NAIVE;
+  g_plan.rendezvous_ok = readers_can_meet(&o);
   if (completers_start(o.completers, o.seed) || watchdog_start(o.watchdog_s, dump_state) ||
       pushers_start(o.pushers, o.seed)) {
     fprintf(stderr, "ordo_stress: cannot start threads\n");
