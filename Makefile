@@ -1,5 +1,6 @@
 # Thin wrapper over meson/ninja. The real build is meson.build.
-#   make run      build and run the main demo (examples/cholesky: tiled Cholesky on ordo)
+#   make run      build and run the main demo (examples/cholesky: tiled Cholesky on ordo), and
+#                 draw its trace as a timeline (cholesky-trace.png)
 #   make quickstart  build and run the smallest example (examples/quickstart.c)
 #   make test     build and run every test (sanitizer builds and short fuzz/stress runs included)
 #   make bench    build and run the benchmarks against the peers (installs them when missing);
@@ -30,6 +31,7 @@ configure: deps
 
 run: all
 	$(BUILD)/examples/cholesky
+	python3 tools/trace_png.py cholesky-trace.json cholesky-trace.png
 
 quickstart: all
 	$(BUILD)/examples/quickstart

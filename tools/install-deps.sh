@@ -16,6 +16,13 @@ pkg-config --exists criterion 2>/dev/null || need+=(libcriterion-dev)
 pkg-config --exists openblas 2>/dev/null || need+=(libopenblas-dev)
 [ -f /usr/include/lapacke.h ] || need+=(liblapacke-dev)
 
+# The trace timeline picture (tools/trace_png.py) draws with Pillow, from PyPI.
+if ! python3 -c "import PIL" >/dev/null 2>&1; then
+  echo "install-deps: installing pillow (PyPI)"
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore pillow ||
+    python3 -m pip install -q --disable-pip-version-check pillow
+fi
+
 [ ${#need[@]} -eq 0 ] && exit 0
 
 echo "install-deps: installing ${need[*]}"
