@@ -65,6 +65,15 @@ static void close_gates(ordo_engine* e, help_ctx* h) {
   cr_assert(tu_wait_ge(&h->gate.in, 2, 20000), "the two gate ops did not both start");
 }
 
+/* An engine, helping or not, whose two workers are both held by gate ops (ctx h). */
+static ordo_engine* engine_with_workers_held(int help, help_ctx* h) {
+  g_pusher = pthread_self();
+  ordo_engine* e = make_engine(help);
+  help_ctx_init(h);
+  close_gates(e, h);
+  return e;
+}
+
 static void push_fillers(ordo_engine* e, help_ctx* h) {
   for (int i = 0; i < kFillers; ++i)
     ST(ordo_opr_push(e, filler_fn, h, NULL, 0, NULL, 0, NULL), ORDO_OK);
@@ -82,11 +91,8 @@ static void expect_all_counted(ordo_engine* e, uint64_t ops) {
 }
 
 Test(pushers_help, a_throttled_pusher_runs_ready_ops_itself) {
-  g_pusher = pthread_self();
-  ordo_engine* e = make_engine(1);
   help_ctx h;
-  help_ctx_init(&h);
-  close_gates(e, &h);
+  ordo_engine* e = engine_with_workers_held(1, &h);
   push_fillers(e, &h);
   int during = atomic_load(&h.ran);
   atomic_store(&h.gate.open, 1);
@@ -102,11 +108,8 @@ Test(pushers_help, a_throttled_pusher_runs_ready_ops_itself) {
 
 Test(pushers_help, without_the_flag_no_op_runs_on_the_pusher) {
   unsetenv("ORDO_PUSHERS_HELP"); /* it would turn helping on */
-  g_pusher = pthread_self();
-  ordo_engine* e = make_engine(0);
   help_ctx h;
-  help_ctx_init(&h);
-  close_gates(e, &h);
+  ordo_engine* e = engine_with_workers_held(0, &h);
   push_fillers(e, &h); /* the throttle holds some of these pushes (about 1 ms each) */
   cr_assert_eq(atomic_load(&h.ran), 0, "%d ops ran while both workers were held",
                atomic_load(&h.ran));
@@ -169,10 +172,8 @@ static int32_t waiting_fn(ordo_exec* exec, void* ud) {
 }
 
 Test(pushers_help, helped_ops_fail_skip_push_and_refuse_waits_as_on_workers) {
-  g_pusher = pthread_self();
-  ordo_engine* e = make_engine(1);
   help_ctx h;
-  help_ctx_init(&h);
+  ordo_engine* e = engine_with_workers_held(1, &h);
   inside_ctx c = {.e = e, .h = &h};
   atomic_init(&c.failer_on_pusher, 0);
   atomic_init(&c.skipped_ran, 0);
@@ -181,7 +182,6 @@ Test(pushers_help, helped_ops_fail_skip_push_and_refuse_waits_as_on_workers) {
   atomic_init(&c.wait_status, -1);
   ordo_var v;
   ST(ordo_var_new(e, &v), ORDO_OK);
-  close_gates(e, &h);
   /* Pushed first, so a helping pusher takes them before the fillers. */
   ST(ordo_opr_push(e, failing_fn, &c, NULL, 0, &v, 1, NULL), ORDO_OK);
   ST(ordo_opr_push(e, must_be_skipped_fn, &c, &v, 1, NULL, 0, NULL), ORDO_OK);
@@ -225,11 +225,8 @@ static void probe_init(probe* p) {
 }
 
 Test(pushers_help, over_the_window_a_ready_op_runs_inside_its_push) {
-  g_pusher = pthread_self();
-  ordo_engine* e = make_engine(1);
   help_ctx h;
-  help_ctx_init(&h);
-  close_gates(e, &h);
+  ordo_engine* e = engine_with_workers_held(1, &h);
   /* 300 pushes: the check at the 256th finds the engine over its window of 64 (both workers
    * are held), so the pusher helps and then runs what it pushes until a check finds it below
    * half the window (the next one, at the 512th push). */
