@@ -159,7 +159,7 @@ if [ $cholesky = 1 ]; then
   for prog in "$build"/bench/cholesky_*; do
     [ -f "$prog" ] && [ -x "$prog" ] && wanted "$(basename "$prog")" && programs+=("$prog")
   done
-  [ ${#programs[@]} -gt "$n_before" ] || echo "SKIP cholesky K no Cholesky program was built" >>"$raw"
+  [ ${#programs[@]} -gt "$n_before" ] || echo "SKIP cholesky K no Cholesky program was built or selected" >>"$raw"
 fi
 
 read -r -a chol_args <<<"${CHOLESKY_ARGS:-}"

@@ -55,19 +55,13 @@ struct InlineQueue {
 };
 ORDO_HOT_TLS InlineQueue* tls_inline = nullptr;
 
-}  // namespace
-
-// A pushing thread that runs ready ops while it is throttled (ORDO_ENGINE_FLAG_PUSHERS_HELP):
-// what it completes is counted on its own push lane and the blocks go back to that lane's
-// magazine, as a worker's do, so helping costs no shared atomic per op.
+// A pushing thread that runs ops for the workers (ORDO_ENGINE_FLAG_PUSHERS_HELP, see
+// Engine::as_helper).
 struct Helper {
   const Engine* engine;
   PushLane* lane;
   uint32_t unflushed;  // completions not yet announced to waiters (see announce_batch)
 };
-
-namespace {
-
 ORDO_HOT_TLS Helper* tls_helper = nullptr;
 
 // Completions a helping pusher runs between two looks at the pending count.
@@ -375,24 +369,37 @@ void Engine::throttle(PushLane* lane) {
 // too many are queued. The ops it pushed are still in its core's cache, and the CPU it would
 // have given up does the work. Returns true when the pending count fell to `low`; false when
 // nothing was ready to run (the caller then waits as usual).
-bool Engine::help_while_throttled(PushLane* lane, int64_t low) {
-  WorkerGroup* group = groups_[kCpu].get();
-  if (!group || tls_helper) return false;
-  const size_t ring_hint = static_cast<size_t>(lane - lanes_.get());
+// Runs `run` (which executes ops) as a helper on this pushing thread: meanwhile finalize counts
+// the completions on `lane` and returns the blocks to its magazine, as a worker's go to its own
+// (see completion_site), so helping costs no shared atomic per op. What was completed is
+// announced at the end: this thread may not push again, and a waiter must not miss the last op.
+// Never nested: helping starts only from a push made outside any op (check_throttle,
+// run_on_pusher), and a helped op runs inside one.
+template <class F>
+void Engine::as_helper(PushLane* lane, F&& run) {
   Helper helper{this, lane, 0};
   tls_helper = &helper;
-  bool done = false;
-  for (uint32_t n = 0;; ++n) {
-    if (n % kHelpCheckEvery == 0 && pending_now() <= low) {
-      done = true;
-      break;
-    }
-    OpBlock* op = group->take_ready(ring_hint);
-    if (!op) break;
-    execute(op, nullptr);
-  }
+  run();
   tls_helper = nullptr;
   announce_batch(&helper.unflushed);
+}
+
+bool Engine::help_while_throttled(PushLane* lane, int64_t low) {
+  WorkerGroup* group = groups_[kCpu].get();
+  if (!group) return false;
+  const size_t ring_hint = static_cast<size_t>(lane - lanes_.get());
+  bool done = false;
+  as_helper(lane, [&] {
+    for (uint32_t n = 0;; ++n) {
+      if (n % kHelpCheckEvery == 0 && pending_now() <= low) {
+        done = true;
+        return;
+      }
+      OpBlock* op = group->take_ready(ring_hint);
+      if (!op) return;
+      execute(op, nullptr);
+    }
+  });
   return done;
 }
 
@@ -401,15 +408,8 @@ bool Engine::help_while_throttled(PushLane* lane, int64_t low) {
 // libgomp does with a task once too many are queued). Only plain ops of the normal CPU group,
 // and never from inside an op (its pushes would recurse). False: dispatch it as usual.
 bool Engine::run_on_pusher(OpBlock* op, PushLane* lane) {
-  if (op->group != groups_[kCpu].get() || op->priority != 0 || tls_helper || called_from_inside()) {
-    return false;
-  }
-  Helper helper{this, lane, 0};
-  tls_helper = &helper;
-  execute(op, nullptr);
-  tls_helper = nullptr;
-  // Announced at once: this thread may not push again, and a waiter must not miss the last op.
-  announce_batch(&helper.unflushed);
+  if (op->group != groups_[kCpu].get() || op->priority != 0 || called_from_inside()) return false;
+  as_helper(lane, [&] { execute(op, nullptr); });
   return true;
 }
 
@@ -736,10 +736,9 @@ void Engine::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
   // Counted before its vars are released: whoever sees a var released (a successor, the signal
   // op of ordo_wait_for_var) finds this op completed. Waits for all work, which may therefore
   // see the count before the release, wait for `releasing` to drop (wait_for_releases()).
-  Helper* helper = (!self && tls_helper && tls_helper->engine == this) ? tls_helper : nullptr;
-  PushLane* counting_lane = self ? self->lane : helper ? helper->lane : nullptr;
-  begin_release(counting_lane);
-  note_completed(self, helper);
+  const CompletionSite at = completion_site(self);
+  begin_release(at.lane);
+  note_completed(at);
   VarLink* links = op->links();
   for (uint32_t i = 0; i < op->num_links; ++i) {
     VarLink& l = links[i];
@@ -751,8 +750,8 @@ void Engine::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
     if (op->kind == OpKind::kDeleteVar) vars_.reclaim(v);
   }
   ErrorRecord::release(failure);
-  pool_.release(op, self ? &self->cache : helper ? &helper->lane->cache : nullptr);
-  end_release(counting_lane);
+  pool_.release(op, at.cache);
+  end_release(at.lane);
   // A worker keeps one successor for itself, but never while a callback of its own is still on
   // the stack (that callback might wait for the successor to start).
   Worker* keeper = tls_running_op == nullptr ? self : nullptr;
@@ -836,18 +835,24 @@ void Engine::end_release(PushLane* lane) {
   }
 }
 
-// Counts one completion on the completing thread's lane: a worker's, or a helping pusher's;
-// other threads (and a worker without a lane) count on the shared counter.
-void Engine::note_completed(Worker* self, Helper* helper) {
-  if (self && self->lane) {
-    self->lane->count_completion();
-    if (++self->unflushed >= 64) flush_completions(self);
-  } else if (!self && helper) {
-    helper->lane->count_completion();
-    if (++helper->unflushed >= 64) announce_batch(&helper->unflushed);
-  } else {
-    add_completed(1);
+// Where the calling thread counts a completion and returns the block: a worker, or a pusher
+// helping this engine, on its own lane and magazine; any other thread on the shared counter and
+// the pool's locked shards (a worker without a lane: shared counter, own magazine).
+CompletionSite Engine::completion_site(Worker* self) const {
+  if (self) return {self->lane, &self->unflushed, &self->cache};
+  if (tls_helper && tls_helper->engine == this) {
+    return {tls_helper->lane, &tls_helper->unflushed, &tls_helper->lane->cache};
   }
+  return {nullptr, nullptr, nullptr};
+}
+
+void Engine::note_completed(const CompletionSite& at) {
+  if (!at.lane) {
+    add_completed(1);
+    return;
+  }
+  at.lane->count_completion();
+  if (++*at.unflushed >= 64) announce_batch(at.unflushed);
 }
 
 void Engine::flush_completions(Worker* w) {

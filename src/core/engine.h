@@ -22,7 +22,13 @@
 namespace ordo {
 
 struct ErrorRecord;
-struct Helper;  // a throttled pusher that runs ready ops (engine.cpp)
+
+// Where a thread that finishes an op counts it and returns its block (Engine::completion_site).
+struct CompletionSite {
+  PushLane* lane;       // nullptr: the engine's shared completion counter
+  uint32_t* unflushed;  // with `lane`: completions not yet announced to waiters
+  OpCache* cache;       // nullptr: the pool's locked shards
+};
 
 // What a push asks for, before it becomes an OpBlock.
 struct OpSpec {
@@ -103,6 +109,8 @@ class Engine {
   ordo_status push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n);
   ordo_status push_internal(OpKind kind, ordo_var v, bool write, void* internal);
   void throttle(PushLane* lane);
+  template <class F>
+  void as_helper(PushLane* lane, F&& run);
   bool help_while_throttled(PushLane* lane, int64_t low);
   bool run_on_pusher(OpBlock* op, PushLane* lane);
   void check_throttle(PushLane* lane);
@@ -123,7 +131,8 @@ class Engine {
   void dispatch(OpBlock* op, Worker* self, size_t ring_hint);
   void run_inline(OpBlock* op);
   void record_failure(ErrorRecord* r);
-  void note_completed(Worker* self, Helper* helper);
+  CompletionSite completion_site(Worker* self) const;
+  void note_completed(const CompletionSite& at);
   template <bool kTraced>
   void run_user_op(OpBlock* op, Worker* self);
   void trace_op(const OpBlock* op, Worker* self, uint64_t start_ns, TraceOutcome outcome);
