@@ -41,6 +41,9 @@ class EventCount {
     }
     waiters_.fetch_sub(1, std::memory_order_relaxed);
   }
+  // Whether anyone is between prepare_wait() and the end of its wait (seq_cst, as in notify()):
+  // a producer that must compute whether a waiter's condition holds can skip that when false.
+  bool has_waiters() const noexcept { return waiters_.load(std::memory_order_seq_cst) != 0; }
   void notify_one() noexcept { notify(1); }
   void notify_all() noexcept { notify(INT_MAX); }
 

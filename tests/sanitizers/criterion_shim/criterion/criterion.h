@@ -119,6 +119,7 @@ void shim_fmt_ptr(const volatile void* v, char* buf);
 #define cr_assert_lt(a, b, ...) SHIM_CMP(true, a, <, b, __VA_ARGS__)
 #define cr_assert_gt(a, b, ...) SHIM_CMP(true, a, >, b, __VA_ARGS__)
 #define cr_assert_geq(a, b, ...) SHIM_CMP(true, a, >=, b, __VA_ARGS__)
+#define cr_assert_leq(a, b, ...) SHIM_CMP(true, a, <=, b, __VA_ARGS__)
 #define cr_assert_null(p, ...) SHIM_TRUE(true, (p) == NULL, #p " is NULL", __VA_ARGS__)
 #define cr_assert_not_null(p, ...) SHIM_TRUE(true, (p) != NULL, #p " is not NULL", __VA_ARGS__)
 #define cr_assert_str_eq(a, b, ...)                                                                \

@@ -1,0 +1,110 @@
+/*
+ * Waiting threads are woken when what they wait for holds, not on every batch of completions.
+ *
+ * A push that finds max_pending ops pending sleeps until half the window has drained, and
+ * ordo_wait_for_all sleeps until nothing is pending. Workers announce completions in batches
+ * of 64; waking the sleeper on each batch made it wake, find its condition false and sleep
+ * again up to max_pending / 128 times per wait (and cost a futex wake on a worker each time).
+ *
+ * The tests count the waiting thread's voluntary context switches (getrusage RUSAGE_THREAD:
+ * one per sleep that blocked), which is what each needless wake-up costs it. The bounds leave
+ * several times the expected count, so a slow or loaded machine stays inside them, and sit
+ * well below what waking on every batch costs.
+ */
+#include <criterion/criterion.h>
+#include <sys/resource.h>
+
+#include "test_util.h"
+
+TestSuite(throttle, .timeout = 120.0);
+
+#define ST(expr, want) TU_ASSERT_ST(expr, want, "throttle")
+
+enum {
+  kWindow = 2048,       /* max_pending: a throttled push sleeps until 1024 remain */
+  kThrottledOps = 24000 /* about 23 windows of half a window each */
+};
+
+/* About 1 us of work: half a window drains in about 0.5 ms on 2 workers, inside the 1 ms that
+ * bounds a throttle wait (a wait that bound ends early only lowers the count). */
+static int32_t spin_1us(ordo_exec* exec, void* user_data) {
+  (void)exec;
+  atomic_int* ran = user_data;
+  uint64_t until = tu_now_ns() + 1000;
+  while (tu_now_ns() < until) {
+  }
+  atomic_fetch_add(ran, 1);
+  return 0;
+}
+
+/* Valgrind parks every thread but one in the kernel: there the counts say nothing. */
+static void skip_counts_under_valgrind(long slept) {
+  if (tu_under_valgrind()) {
+    cr_skip_test(
+        "every op ran; the %ld sleeps are not checked under valgrind, which parks "
+        "all threads but one",
+        slept);
+  }
+}
+
+static long voluntary_switches(void) {
+  struct rusage u;
+  cr_assert_eq(getrusage(RUSAGE_THREAD, &u), 0);
+  return u.ru_nvcsw;
+}
+
+static ordo_engine* make_engine(int32_t max_pending) {
+  ordo_engine_config cfg;
+  ordo_engine_config_init(&cfg);
+  cfg.cpu_threads = 2;
+  cfg.max_pending = max_pending;
+  ordo_engine* e = NULL;
+  ST(ordo_engine_create(&cfg, &e), ORDO_OK);
+  return e;
+}
+
+Test(throttle, a_throttled_push_sleeps_about_once_per_wait) {
+  ordo_engine* e = make_engine(kWindow);
+  ordo_var v[64];
+  for (int i = 0; i < 64; i++) ST(ordo_var_new(e, &v[i]), ORDO_OK);
+  atomic_int ran;
+  atomic_init(&ran, 0);
+  long before = voluntary_switches();
+  for (int i = 0; i < kThrottledOps; i++) {
+    ST(ordo_opr_push(e, spin_1us, &ran, NULL, 0, &v[i % 64], 1, NULL), ORDO_OK);
+  }
+  long slept = voluntary_switches() - before;
+  ST(ordo_wait_for_all(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&ran), kThrottledOps);
+  skip_counts_under_valgrind(slept);
+  /* Each wait ends once 1,024 ops have drained (or after 1 ms): about one sleep per 1,024
+   * pushes, 23 in all. Woken on every batch of 64 it slept about 16 times per wait (~370). */
+  const long waits = kThrottledOps / (kWindow / 2);
+  cr_assert_leq(slept, 4 * waits,
+                "the pushing thread slept %ld times for %d pushes (about %ld "
+                "throttle waits): woken before the window had drained",
+                slept, kThrottledOps, waits);
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}
+
+Test(throttle, wait_for_all_sleeps_about_once) {
+  ordo_engine* e = make_engine(-1); /* no throttle: every op is pending when the wait starts */
+  ordo_var v[64];
+  for (int i = 0; i < 64; i++) ST(ordo_var_new(e, &v[i]), ORDO_OK);
+  atomic_int ran;
+  atomic_init(&ran, 0);
+  enum { kOps = 12000 }; /* about 6 ms of work on 2 workers: ~190 batches of 64 */
+  for (int i = 0; i < kOps; i++) {
+    ST(ordo_opr_push(e, spin_1us, &ran, NULL, 0, &v[i % 64], 1, NULL), ORDO_OK);
+  }
+  long before = voluntary_switches();
+  ST(ordo_wait_for_all(e), ORDO_OK);
+  long slept = voluntary_switches() - before;
+  cr_assert_eq(atomic_load(&ran), kOps);
+  skip_counts_under_valgrind(slept);
+  cr_assert_leq(slept, 16,
+                "ordo_wait_for_all slept %ld times while %d ops drained: woken "
+                "before nothing was pending",
+                slept, kOps);
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}
