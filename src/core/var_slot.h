@@ -40,6 +40,7 @@
 
 #include "core/error_record.h"
 #include "core/op_block.h"
+#include "exec/prefetch.h"
 #include "exec/spin_lock.h"
 
 namespace ordo {
@@ -252,6 +253,13 @@ struct alignas(64) VarSlot {
 // missing grant this was.
 template <class OnReady>
 void settle_grants(VarLink* granted, OnReady&& on_ready) {
+  // Each counter sits on a line its pusher wrote, and on x86 a read-modify-write waits for all
+  // earlier loads: fetched one by one, a group of readers would pay its misses in series.
+  if (granted && granted->next.load(std::memory_order_relaxed)) {
+    for (VarLink* l = granted; l; l = l->next.load(std::memory_order_relaxed)) {
+      prefetch_for_write(&l->op->wait);
+    }
+  }
   while (granted) {
     VarLink* l = granted;
     granted = l->next.load(std::memory_order_relaxed);
