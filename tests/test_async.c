@@ -682,3 +682,46 @@ Test(async, destroy_waits_for_deferred_completion) {
                   tu_kind_name(g_kind), (unsigned long long)took);
   }
 }
+
+static int compare_handles(const void* a, const void* b) {
+  ordo_completion x = *(const ordo_completion*)a, y = *(const ordo_completion*)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Blocks are recycled between ops that defer and ops that do not; every completion handle ever
+ * issued must differ from every other, and stay stale once used, however often its block has
+ * been reused since. */
+Test(async, completion_handles_stay_unique_across_block_reuse) {
+  enum { kRounds = 3000, kPlainPerRound = 3 };
+  ordo_engine* e = make_engine(ORDO_ENGINE_POOLED);
+  ordo_var v = new_var(e);
+  ordo_completion* handles = calloc(kRounds, sizeof *handles);
+  cr_assert_not_null(handles);
+  atomic_int plain;
+  atomic_init(&plain, 0);
+  for (int i = 0; i < kRounds; ++i) {
+    tu_deferred d;
+    tu_deferred_init(&d);
+    ST(ordo_opr_push(e, tu_defer_fn, &d, NULL, 0, &v, 1, NULL), ORDO_OK);
+    handles[i] = wait_deferred(&d);
+    ST(ordo_complete(handles[i], 0, NULL), ORDO_OK);
+    for (int k = 0; k < kPlainPerRound; ++k) {
+      ST(ordo_opr_push(e, tu_count_fn, &plain, NULL, 0, &v, 1, NULL), ORDO_OK);
+    }
+  }
+  ST(ordo_wait_for_all(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&plain), kRounds * kPlainPerRound);
+  qsort(handles, kRounds, sizeof *handles, compare_handles);
+  for (int i = 1; i < kRounds; ++i) {
+    cr_assert_neq(handles[i], handles[i - 1], "completion handle 0x%llx was issued twice",
+                  (unsigned long long)handles[i]);
+  }
+  for (int i = 0; i < kRounds; i += 97) {
+    ST(ordo_complete(handles[i], 7, "stale"), ORDO_ERR_INVALID_HANDLE);
+  }
+  int32_t code = -1;
+  ST(ordo_var_get_error(e, v, &code, NULL, 0), ORDO_OK);
+  cr_assert_eq(code, 0, "a stale completion changed an op's outcome");
+  free(handles);
+  destroy_engine(e);
+}

@@ -70,7 +70,7 @@ struct alignas(64) OpBlock {
   // --- cold ---
   Engine* engine;  // the owning engine, set when the block is made
   uint32_t index;  // position in the engine's op table (completion handles carry it)
-  uint32_t gen;    // bumped every reuse; completion handles carry it
+  uint32_t gen;    // bumped when a use that deferred ends; completion handles carry it
   std::atomic<int32_t> finish_refs;  // deferred ops: callback return + ordo_complete
   std::atomic<uint32_t> completion_gen;
   ErrorRecord* async_error;  // the failure passed to ordo_complete
