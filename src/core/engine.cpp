@@ -159,6 +159,7 @@ Engine::Engine(uint32_t tag, const EngineConfig& cfg)
   first_external_lane_ = worker_count(cfg);
   num_lanes_ = first_external_lane_ + kExternalLanes;
   lanes_.reset(new PushLane[num_lanes_]);
+  lanes_used_.store(first_external_lane_, std::memory_order_relaxed);
 }
 
 PushLane* Engine::claim_external_lane(uint64_t token) {
@@ -167,6 +168,10 @@ PushLane* Engine::claim_external_lane(uint64_t token) {
     if (lanes_[i].owner.load(std::memory_order_relaxed) == 0 &&
         lanes_[i].owner.compare_exchange_strong(free, token, std::memory_order_acquire)) {
       lanes_[i].runs_ready_ops = false;  // the last owner's throttle state is not this thread's
+      uint32_t used = lanes_used_.load(std::memory_order_relaxed);
+      while (used < i + 1 &&
+             !lanes_used_.compare_exchange_weak(used, i + 1, std::memory_order_release)) {
+      }
       return &lanes_[i];
     }
   }
@@ -478,7 +483,8 @@ void Engine::check_throttle(PushLane* lane) {
 // completions first and the pushes second never undercounts what is pending.
 int64_t Engine::completed_now() const {
   int64_t done = completed_.load(std::memory_order_seq_cst);
-  for (uint32_t i = 0; i < num_lanes_; ++i)  // workers' lanes, and those of helping pushers
+  const uint32_t n = lanes_in_use();
+  for (uint32_t i = 0; i < n; ++i)  // workers' lanes, and those of helping pushers
     done += lanes_[i].completed.load(std::memory_order_acquire);
   return done;
 }
@@ -486,8 +492,8 @@ int64_t Engine::completed_now() const {
 int64_t Engine::pending_now() const {
   int64_t done = completed_now();
   int64_t pushed = shared_lane_.pushed.load(std::memory_order_acquire);
-  for (uint32_t i = 0; i < num_lanes_; ++i)
-    pushed += lanes_[i].pushed.load(std::memory_order_acquire);
+  const uint32_t n = lanes_in_use();
+  for (uint32_t i = 0; i < n; ++i) pushed += lanes_[i].pushed.load(std::memory_order_acquire);
   return pushed - done;
 }
 
@@ -934,8 +940,8 @@ void Engine::stats(ordo_stats* out) const {
   const int64_t rejected = rejected_.load(std::memory_order_seq_cst);
   int64_t done = completed_now() - internal_completed_.load(std::memory_order_seq_cst) - rejected;
   int64_t pushed = shared_lane_.pushed.load(std::memory_order_acquire);
-  for (uint32_t i = 0; i < num_lanes_; ++i)
-    pushed += lanes_[i].pushed.load(std::memory_order_acquire);
+  const uint32_t n = lanes_in_use();
+  for (uint32_t i = 0; i < n; ++i) pushed += lanes_[i].pushed.load(std::memory_order_acquire);
   pushed -= internal_pushed_.load(std::memory_order_seq_cst) + rejected;
   if (done < 0) done = 0;
   if (pushed < done) pushed = done;  // a snapshot taken while an internal op was in flight
@@ -992,7 +998,8 @@ ordo_status Engine::wait_idle(const uint64_t* timeout_ns) {
 // Ops are counted as completed just before their vars are released (see finalize): once
 // nothing is pending, the last releases are at most a few hundred instructions away.
 void Engine::wait_for_releases() const {
-  for (uint32_t i = 0; i < num_lanes_; ++i) {  // workers' lanes, and those of helping pushers
+  const uint32_t n = lanes_in_use();
+  for (uint32_t i = 0; i < n; ++i) {  // workers' lanes, and those of helping pushers
     while (lanes_[i].releasing.load(std::memory_order_acquire) != 0) sched_yield();
   }
   while (external_releasing_.load(std::memory_order_acquire) != 0) sched_yield();

@@ -160,6 +160,10 @@ class Engine {
   std::unique_ptr<PushLane[]> lanes_;
   uint32_t num_lanes_ = 0;
   uint32_t first_external_lane_ = 0;  // lanes below this belong to workers
+  // Lanes [0, lanes_used_) have had an owner; every count of the others is still 0, so the sums
+  // stop there (a pushing thread raises it, release, before its first count on a new lane).
+  std::atomic<uint32_t> lanes_used_{0};
+  uint32_t lanes_in_use() const { return lanes_used_.load(std::memory_order_acquire); }
   std::atomic<uint32_t> next_worker_lane_{0};
   SpinLock shared_lane_lock_;  // for threads that found every lane taken
   PushLane shared_lane_;
