@@ -71,9 +71,11 @@ ordo_status VarRefs::sort_and_merge() {
   } else {
     std::sort(r, r + size_, before);
   }
-  size_t out = 0;
-  for (size_t i = 0; i < size_; ++i) {
-    if (out > 0 && r[out - 1].slot == r[i].slot && r[out - 1].gen == r[i].gen) {
+  // Lists rarely name a var twice: merging starts at the first repeated slot, if any.
+  size_t out = 1;
+  while (out < size_ && r[out].slot != r[out - 1].slot) ++out;
+  for (size_t i = out; i < size_; ++i) {
+    if (r[out - 1].slot == r[i].slot && r[out - 1].gen == r[i].gen) {
       r[out - 1].write = r[out - 1].write || r[i].write;
     } else {
       r[out++] = r[i];  // same slot, other generation: one is stale, caught under the lock
