@@ -894,6 +894,10 @@ void Engine::announce_completions() {
   const bool throttled = throttle_wake_.has_waiters();
   const bool idle_waited = idle_waiters_.load(std::memory_order_seq_cst) != 0;
   if (!throttled && !idle_waited) return;
+  // Every announcer stored its count before coming here; with a fence between that store and
+  // these loads on each side, of two announcers racing on the last completions at least one
+  // sees both counts, so the wake that makes a waiter's condition true is never skipped.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   const int64_t pending = pending_now();
   if (throttled && pending <= throttle_low()) throttle_wake_.notify_all();
   if (idle_waited && pending == 0) {
