@@ -12,6 +12,7 @@
  * well below what waking on every batch costs.
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <sys/resource.h>
 
 #include "test_util.h"
@@ -106,5 +107,63 @@ Test(throttle, wait_for_all_sleeps_about_once) {
                 "ordo_wait_for_all slept %ld times while %d ops drained: woken "
                 "before nothing was pending",
                 slept, kOps);
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}
+
+/* The last two completions of a wait land at the same moment on two threads: a worker finishing
+ * an op (counted on its own lane) and another thread calling ordo_complete (counted on the
+ * engine's shared count). Whichever announcer sees nothing pending must wake the waiter; if
+ * each missed the other's count, ordo_wait_for_all would sleep on (here: time out). */
+typedef struct {
+  pthread_barrier_t go;
+  ordo_completion handle;
+  atomic_int gate;   /* the round whose gate op may finish */
+  atomic_int inside; /* the round whose gate op is running */
+} race;
+
+static race g_race;
+
+static int32_t gate_op(ordo_exec* exec, void* user_data) {
+  (void)exec;
+  int round = (int)(intptr_t)user_data;
+  atomic_store(&g_race.inside, round);
+  while (atomic_load(&g_race.gate) < round) {
+  }
+  return 0;
+}
+
+static void* complete_each_round(void* arg) {
+  int rounds = (int)(intptr_t)arg;
+  for (int r = 1; r <= rounds; ++r) {
+    pthread_barrier_wait(&g_race.go); /* the handle is published; go with the gate */
+    if (ordo_complete(g_race.handle, 0, NULL) != ORDO_OK) abort(); /* checked by the wait */
+  }
+  return NULL;
+}
+
+Test(throttle, completions_landing_together_on_two_threads_wake_the_waiter) {
+  enum { kRounds = 300 };
+  ordo_engine* e = make_engine(0);
+  ordo_var v[2];
+  for (int i = 0; i < 2; i++) ST(ordo_var_new(e, &v[i]), ORDO_OK);
+  atomic_init(&g_race.gate, 0);
+  atomic_init(&g_race.inside, 0);
+  cr_assert_eq(pthread_barrier_init(&g_race.go, NULL, 2), 0);
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, complete_each_round, (void*)(intptr_t)kRounds), 0);
+  for (int r = 1; r <= kRounds; ++r) {
+    tu_deferred d;
+    tu_deferred_init(&d);
+    ST(ordo_opr_push(e, gate_op, (void*)(intptr_t)r, NULL, 0, &v[0], 1, NULL), ORDO_OK);
+    ST(ordo_opr_push(e, tu_defer_fn, &d, NULL, 0, &v[1], 1, NULL), ORDO_OK);
+    g_race.handle = tu_deferred_wait(&d, 10000);
+    cr_assert_neq(g_race.handle, 0, "round %d: the op never deferred", r);
+    cr_assert(tu_wait_eq(&g_race.inside, r, 10000), "round %d: the gate op never ran", r);
+    pthread_barrier_wait(&g_race.go);
+    atomic_store(&g_race.gate, r);
+    ST(ordo_wait_for_all_timeout(e, TU_MS_NS(10000)), ORDO_OK);
+  }
+  pthread_join(t, NULL);
+  pthread_barrier_destroy(&g_race.go);
   ST(ordo_engine_destroy(e), ORDO_OK);
 }
