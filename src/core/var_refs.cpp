@@ -44,33 +44,37 @@ inline void order_pair(VarRef& a, VarRef& b) {
 
 }  // namespace
 
-ordo_status VarRefs::sort_and_merge() {
-  VarRef* r = data_;
+void sort_by_slot(VarRef* r, size_t n) {
   auto before = [](const VarRef& a, const VarRef& b) { return a.slot < b.slot; };
-  if (size_ <= 4) {  // sorting networks for the common short lists
-    if (size_ == 4) {
+  if (n <= 4) {  // sorting networks for the common short lists
+    if (n == 4) {
       order_pair(r[0], r[1]);
       order_pair(r[2], r[3]);
       order_pair(r[0], r[2]);
       order_pair(r[1], r[3]);
       order_pair(r[1], r[2]);
-    } else {
+    } else if (n >= 2) {
       order_pair(r[0], r[1]);
-      if (size_ == 3) {
+      if (n == 3) {
         order_pair(r[1], r[2]);
         order_pair(r[0], r[1]);
       }
     }
-  } else if (size_ <= kInline) {
-    for (size_t i = 1; i < size_; ++i) {  // insertion sort: lists are short
+  } else if (n <= VarRefs::kInline) {
+    for (size_t i = 1; i < n; ++i) {  // insertion sort: lists are short
       VarRef x = r[i];
       size_t j = i;
       for (; j > 0 && before(x, r[j - 1]); --j) r[j] = r[j - 1];
       r[j] = x;
     }
   } else {
-    std::sort(r, r + size_, before);
+    std::sort(r, r + n, before);
   }
+}
+
+ordo_status VarRefs::sort_and_merge() {
+  VarRef* r = data_;
+  sort_by_slot(r, size_);
   // Lists rarely name a var twice: merging starts at the first repeated slot, if any.
   size_t out = 1;
   while (out < size_ && r[out].slot != r[out - 1].slot) ++out;
@@ -95,12 +99,34 @@ ordo_status stale_var(uint32_t engine_tag, const VarRef& r) {
               "var handle 0x%016" PRIx64 " is stale: the variable was deleted", handle);
 }
 
-void lock_all(const VarRef* refs, size_t n) {
+namespace {
+void lock_in_order(const VarRef* refs, size_t n) {
   VarSlot* last = nullptr;
   for (size_t i = 0; i < n; ++i) {
     if (refs[i].slot != last) refs[i].slot->push_lock.lock();
     last = refs[i].slot;
   }
+}
+}  // namespace
+
+void lock_several(const VarRef* refs, size_t n) {
+  size_t taken = 0;
+  VarSlot* last = nullptr;
+  for (; taken < n; ++taken) {  // a slot listed twice (other generations) sits next to itself
+    if (refs[taken].slot != last && !refs[taken].slot->push_lock.try_lock()) break;
+    last = refs[taken].slot;
+  }
+  if (taken == n) return;
+  unlock_all(refs, taken);  // contended: let go, then wait for each lock in address order
+  if (n > VarRefs::kUnsortedMax) {
+    lock_in_order(refs, n);  // longer lists are sorted already
+    return;
+  }
+  // A copy: the refs may be a prepared op's, which other threads push at the same time.
+  VarRef sorted[VarRefs::kUnsortedMax];
+  std::copy(refs, refs + n, sorted);
+  sort_by_slot(sorted, n);
+  lock_in_order(sorted, n);
 }
 
 void unlock_all(const VarRef* refs, size_t n) {

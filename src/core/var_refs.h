@@ -1,6 +1,8 @@
-// VarRefs: the vars of one op, resolved from handles, sorted by slot address and deduplicated.
-// Sorting gives every push the same lock order (no deadlock between concurrent pushes);
-// deduplicating makes "listed twice counts once" and "both lists counts as mutable" hold.
+// VarRefs: the vars of one op, resolved from handles and deduplicated ("listed twice counts
+// once", "both lists counts as mutable"). Lists longer than kUnsortedMax, or with a var listed
+// twice, are sorted by slot address, which gives every push the same lock order. Short lists of
+// distinct vars keep their list order: lock_all() only tries their locks, and sorts them first
+// when one is taken, so the common push skips the sort (a chain of dependent compares).
 //
 // This runs on every push, so it is kept small: a VarRef is 16 bytes, the order is the slots'
 // addresses (slots never move, and comparing pointers needs no load of the slot), and the
@@ -32,6 +34,7 @@ struct VarRef {
 class VarRefs {
  public:
   static constexpr size_t kInline = 16;
+  static constexpr size_t kUnsortedMax = 4;  // distinct lists up to this long stay unsorted
 
   VarRefs() = default;
   VarRefs(const VarRefs&) = delete;
@@ -60,7 +63,7 @@ class VarRefs {
         return bad_handle(engine_tag, mutable_vars[i]);
       }
     }
-    if (size_ > 1) return sort_and_merge();
+    if (size_ > 1 && !(size_ <= kUnsortedMax && distinct())) return sort_and_merge();
     return ORDO_OK;
   }
 
@@ -94,6 +97,15 @@ class VarRefs {
     *r = VarRef{slot, gen, write};
 #endif
   }
+  // Whether no slot appears twice (for short lists: every pair compared).
+  bool distinct() const {
+    for (size_t i = 1; i < size_; ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (data_[i].slot == data_[j].slot) return false;
+      }
+    }
+    return true;
+  }
   // The message for a handle resolve() refused (cold).
   static ordo_status bad_handle(uint32_t engine_tag, ordo_var h);
   ordo_status sort_and_merge();
@@ -107,8 +119,20 @@ class VarRefs {
 // The error for a var whose generation no longer matches its handle (it was deleted).
 ordo_status stale_var(uint32_t engine_tag, const VarRef& r);
 
-// Takes every var's push lock in address order (the order VarRefs keeps); unlocks in reverse.
-void lock_all(const VarRef* refs, size_t n);
+// Sorts refs by slot address (the one lock order every pusher follows).
+void sort_by_slot(VarRef* refs, size_t n);
+// Takes every var's push lock. The locks are first only tried, in the order given; if one is
+// taken, those held are let go and all are taken in slot address order (a sorted copy for a
+// short list), waiting as needed. So a pusher never waits while it holds a lock out of address
+// order, and concurrent pushes cannot deadlock. unlock_all releases them (any order).
+void lock_several(const VarRef* refs, size_t n);
+inline void lock_all(const VarRef* refs, size_t n) {
+  if (n == 1) {
+    refs[0].slot->push_lock.lock();  // most pushes: one var, no order to keep
+  } else {
+    lock_several(refs, n);
+  }
+}
 void unlock_all(const VarRef* refs, size_t n);
 
 }  // namespace ordo

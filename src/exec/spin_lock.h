@@ -24,6 +24,8 @@ class SpinLock {
   void lock() noexcept {
     while (locked_.exchange(1, std::memory_order_acquire) != 0) wait_until_free();
   }
+  // One exchange, no waiting: false when another thread holds it.
+  bool try_lock() noexcept { return locked_.exchange(1, std::memory_order_acquire) == 0; }
   void unlock() noexcept { locked_.store(0, std::memory_order_release); }
 
  private:
