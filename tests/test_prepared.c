@@ -1,6 +1,7 @@
 /* Prepared ops: ordo_opr_new / ordo_opr_push_prepared / ordo_opr_delete (SPEC §1). */
 #include <criterion/criterion.h>
 #include <ordo/ordo.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -547,5 +548,84 @@ Test(prepared, push_prepared_priority_orders_ready_ops) {
     cr_assert_eq(l.seen[i], want[i], "position %d ran priority %d, want %d", i, (int)l.seen[i],
                  (int)want[i]);
   cr_assert_eq(ordo_opr_delete(e, p), ORDO_OK);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+}
+
+/* One prepared op pushed from several threads at once while another thread pushes plain ops on
+ * the same vars listed the other way round. The prepared op's vars are a short list out of
+ * address order, which pushes lock as listed and, when a lock is taken, in address order from a
+ * private sorted copy: the prepared op's own list, read by every pushing thread, is never
+ * changed. Every push must succeed, nothing may deadlock, and the writers of b never overlap. */
+enum { kSharedPushers = 3, kSharedPushes = 2000 };
+
+struct shared_push {
+  ordo_engine* e;
+  ordo_opr opr;       /* for the prepared pushers */
+  ordo_var vars[3];   /* a, b, c: for the plain pusher */
+  atomic_int* failed; /* the first push that did not return ORDO_OK */
+  atomic_int* b_inside;
+  atomic_int* b_overlap;
+  atomic_int* ran;
+};
+
+static int32_t writes_b(ordo_exec* x, void* ud) {
+  (void)x;
+  struct shared_push* s = ud;
+  if (atomic_fetch_add(s->b_inside, 1) != 0) atomic_store(s->b_overlap, 1);
+  atomic_fetch_sub(s->b_inside, 1);
+  atomic_fetch_add(s->ran, 1);
+  return 0;
+}
+
+static void* push_prepared_many(void* arg) {
+  struct shared_push* s = arg;
+  for (int i = 0; i < kSharedPushes; ++i) {
+    ordo_status st = ordo_opr_push_prepared(s->e, s->opr, 0);
+    if (st != ORDO_OK) {
+      atomic_store(s->failed, (int)st);
+      break;
+    }
+  }
+  return NULL;
+}
+
+static void* push_plain_reversed(void* arg) {
+  struct shared_push* s = arg;
+  ordo_var reads[2] = {s->vars[0], s->vars[2]}; /* a, c: the prepared op lists c, a */
+  for (int i = 0; i < kSharedPushes; ++i) {
+    ordo_status st = ordo_opr_push(s->e, writes_b, s, reads, 2, &s->vars[1], 1, NULL);
+    if (st != ORDO_OK) {
+      atomic_store(s->failed, (int)st);
+      break;
+    }
+  }
+  return NULL;
+}
+
+Test(prepared, one_prepared_op_pushed_from_several_threads_against_reversed_pushes) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE, 2);
+  atomic_int failed, b_inside, b_overlap, ran;
+  atomic_init(&failed, 0);
+  atomic_init(&b_inside, 0);
+  atomic_init(&b_overlap, 0);
+  atomic_init(&ran, 0);
+  struct shared_push s = {e, 0, {0, 0, 0}, &failed, &b_inside, &b_overlap, &ran};
+  for (int i = 0; i < 3; ++i) cr_assert_eq(ordo_var_new(e, &s.vars[i]), ORDO_OK);
+  ordo_var reads[2] = {s.vars[2], s.vars[0]}; /* c, a: out of creation (address) order */
+  cr_assert_eq(ordo_opr_new(e, writes_b, &s, reads, 2, &s.vars[1], 1, NULL, &s.opr), ORDO_OK, "%s",
+               ordo_last_error_message());
+  pthread_t th[kSharedPushers + 1];
+  for (int t = 0; t < kSharedPushers; ++t) {
+    cr_assert_eq(pthread_create(&th[t], NULL, push_prepared_many, &s), 0);
+  }
+  cr_assert_eq(pthread_create(&th[kSharedPushers], NULL, push_plain_reversed, &s), 0);
+  for (int t = 0; t <= kSharedPushers; ++t) pthread_join(th[t], NULL);
+  cr_assert_eq(atomic_load(&failed), 0, "a push returned %s",
+               ordo_status_string((ordo_status)atomic_load(&failed)));
+  cr_assert_eq(ordo_wait_for_all_timeout(e, 20000000000ull), ORDO_OK, "deadlocked: %d ops ran",
+               atomic_load(&ran));
+  cr_assert_eq(atomic_load(&ran), (kSharedPushers + 1) * kSharedPushes);
+  cr_assert_eq(atomic_load(&b_overlap), 0, "two writers of b ran at the same time");
+  cr_assert_eq(ordo_opr_delete(e, s.opr), ORDO_OK);
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
 }
