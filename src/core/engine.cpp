@@ -369,11 +369,6 @@ void Engine::throttle(PushLane* lane) {
   }
 }
 
-// ORDO_ENGINE_FLAG_PUSHERS_HELP: a throttled pusher runs ready ops of the normal CPU group
-// itself instead of sleeping while the workers catch up, as an OpenMP thread runs tasks once
-// too many are queued. The ops it pushed are still in its core's cache, and the CPU it would
-// have given up does the work. Returns true when the pending count fell to `low`; false when
-// nothing was ready to run (the caller then waits as usual).
 // Runs `run` (which executes ops) as a helper on this pushing thread: meanwhile finalize counts
 // the completions on `lane` and returns the blocks to its magazine, as a worker's go to its own
 // (see completion_site), so helping costs no shared atomic per op. What was completed is
@@ -389,6 +384,11 @@ void Engine::as_helper(PushLane* lane, F&& run) {
   announce_batch(&helper.unflushed);
 }
 
+// ORDO_ENGINE_FLAG_PUSHERS_HELP: a throttled pusher runs ready ops of the normal CPU group
+// itself instead of sleeping while the workers catch up, as an OpenMP thread runs tasks once
+// too many are queued. The ops it pushed are still in its core's cache, and the CPU it would
+// have given up does the work. Returns true when the pending count fell to `low`; false when
+// nothing was ready to run (the caller then waits as usual).
 bool Engine::help_while_throttled(PushLane* lane, int64_t low) {
   WorkerGroup* group = groups_[kCpu].get();
   if (!group) return false;
@@ -418,7 +418,8 @@ bool Engine::run_on_pusher(OpBlock* op, PushLane* lane) {
   return true;
 }
 
-// `refs` come from VarRefs::collect (sorted, merged, at most OpBlock::kMaxLinks).
+// `refs` come from VarRefs::collect (merged, at most OpBlock::kMaxLinks; sorted by slot
+// address unless a short list of distinct vars).
 ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n) {
   Worker* self = current_worker();
   PushLane* lane = self ? self->lane : claim_lane(this);
@@ -526,9 +527,10 @@ bool Engine::attach_links(OpBlock* op, size_t n) {
   return true;
 }
 
-// Two-phase locking over the sorted var list: every var's push lock is taken (in index order,
-// so concurrent pushes cannot deadlock) before the op arrives at any of them, which makes pushes
-// linearizable: all vars see all ops in one global order. Workers never take push locks.
+// Two-phase locking over the var list: every var's push lock is taken (lock_all waits only in
+// slot address order, so concurrent pushes cannot deadlock) before the op arrives at any of
+// them, which makes pushes linearizable: all vars see all ops in one global order. Workers never
+// take push locks.
 ordo_status Engine::enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* ready) {
   lock_all(refs, n);
   for (size_t i = 0; i < n; ++i) {

@@ -1,7 +1,7 @@
 // PushLane: what one pushing thread owns inside one engine, so that a push needs no atomic
 // read-modify-write of its own: a private magazine of op blocks, and its count of pushes (a
-// plain store by its single writer; waits add up all lanes' counts). A worker's lane also
-// counts the ops that worker completes, the same way.
+// plain store by its single writer; waits add up the counts of every lane used so far). A
+// worker's lane also counts the ops that worker completes, the same way.
 //
 // Workers own a lane each for the pushes their ops make. Other threads claim a free lane on
 // their first push to an engine (remembered in a small thread-local cache keyed by the engine's

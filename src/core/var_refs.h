@@ -1,8 +1,9 @@
 // VarRefs: the vars of one op, resolved from handles and deduplicated ("listed twice counts
 // once", "both lists counts as mutable"). Lists longer than kUnsortedMax, or with a var listed
 // twice, are sorted by slot address, which gives every push the same lock order. Short lists of
-// distinct vars keep their list order: lock_all() only tries their locks, and sorts them first
-// when one is taken, so the common push skips the sort (a chain of dependent compares).
+// distinct vars keep their list order: lock_all() only tries their locks, and waits in address
+// order (from a sorted copy) only when one is taken, so the common push skips the sort (a chain
+// of dependent compares).
 //
 // This runs on every push, so it is kept small: a VarRef is 16 bytes, the order is the slots'
 // addresses (slots never move, and comparing pointers needs no load of the slot), and the
