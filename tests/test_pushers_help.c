@@ -215,11 +215,18 @@ static void probe_init(probe* p) {
 Test(pushers_help, over_the_window_a_ready_op_runs_inside_its_push) {
   help_ctx h;
   ordo_engine* e = engine_with_workers_held(1, &h);
-  /* 300 pushes: the check at the 256th finds the engine over its window of 64 (both workers
-   * are held), so the pusher helps and then runs what it pushes until a check finds it below
-   * half the window (the next one, at the 512th push). */
-  for (int i = 0; i < 300; ++i)
+  /* Fillers until one runs on this thread: a check (every max_pending / 8 = 8 pushes) found the
+   * engine over its window of 64, both workers being held, so the pusher helped; until its next
+   * check, which will find the engine below half the window, it runs what it pushes. */
+  int fillers = 0;
+  while (atomic_load(&h.on_pusher) == 0 && fillers < kFillers) {
     ST(ordo_opr_push(e, filler_fn, &h, NULL, 0, NULL, 0, NULL), ORDO_OK);
+    ++fillers;
+  }
+  cr_assert_gt(atomic_load(&h.on_pusher), 0, "%d pushes over a window of %d never helped", fillers,
+               kMaxPending);
+  cr_assert_leq(fillers, kMaxPending + kMaxPending / 8, "the pusher first helped at push %d",
+                fillers);
   probe plain, prioritized_prop, with_priority;
   probe_init(&plain);
   probe_init(&prioritized_prop);
@@ -244,7 +251,7 @@ Test(pushers_help, over_the_window_a_ready_op_runs_inside_its_push) {
                "an ORDO_PROP_CPU_PRIORITIZED op ran on the pushing thread");
   cr_assert_eq(priority_ran_in_push, 0, "an op with a priority ran inside its push");
   cr_assert_eq(atomic_load(&with_priority.ran), 1);
-  expect_all_counted(e, 2 + 300 + 3);
+  expect_all_counted(e, 2 + (uint64_t)fillers + 3);
   ST(ordo_engine_destroy(e), ORDO_OK);
 }
 

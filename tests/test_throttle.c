@@ -169,3 +169,47 @@ Test(throttle, completions_landing_together_on_two_threads_wake_the_waiter) {
   pthread_barrier_destroy(&g_race.go);
   ST(ordo_engine_destroy(e), ORDO_OK);
 }
+
+/* The window is held at every size. Pushes check it every so often, not on every push (the
+ * check sums all lanes); with a fixed interval of 256 pushes, a window of 64 let 256 ops pile up
+ * before the first check and was never enforced for a caller pushing fewer. Here every op waits
+ * behind a deferred one, so nothing drains: each push that finds the window full sleeps its
+ * full bound (about 1 ms), and such pushes must start well before the 200th. */
+Test(throttle, a_small_window_is_held_within_an_eighth_of_it) {
+  enum { kSmall = 64, kPushes = 200 };
+  ordo_engine* e = make_engine(kSmall);
+  ordo_var v;
+  ST(ordo_var_new(e, &v), ORDO_OK);
+  tu_deferred gate;
+  tu_deferred_init(&gate);
+  ST(ordo_opr_push(e, tu_defer_fn, &gate, NULL, 0, &v, 1, NULL), ORDO_OK);
+  ordo_completion c = tu_deferred_wait(&gate, 10000);
+  cr_assert_neq(c, 0, "the gate op never deferred");
+  atomic_int ran;
+  atomic_init(&ran, 0);
+  int first_slow = -1, slow = 0;
+  for (int i = 0; i < kPushes; i++) {
+    uint64_t t0 = tu_now_ns();
+    ST(ordo_opr_push(e, tu_count_fn, &ran, NULL, 0, &v, 1, NULL), ORDO_OK);
+    if (tu_now_ns() - t0 >= 500000) { /* slept: the throttle's bound is about 1 ms */
+      if (first_slow < 0) first_slow = i;
+      ++slow;
+    }
+  }
+  cr_assert_eq(atomic_load(&ran), 0, "ops ran behind an uncompleted writer");
+  ST(ordo_complete(c, 0, NULL), ORDO_OK);
+  ST(ordo_wait_for_all(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&ran), kPushes);
+  /* 1 + i ops are pending at push i: the window is full from push 63 on, and a check every
+   * kSmall / 8 = 8 pushes finds it so by push 71; about 17 checks find it full in all. Under
+   * valgrind any push may be slow, so only the lower bounds hold there. */
+  cr_assert(first_slow >= 0 && slow >= 10,
+            "%d of %d pushes behind a blocked op slept (the first: push %d): a window of %d was "
+            "not enforced",
+            slow, kPushes, first_slow, kSmall);
+  if (!tu_under_valgrind()) {
+    cr_assert(first_slow >= kSmall - 2 && first_slow <= kSmall + kSmall / 8,
+              "the first throttled push was push %d, for a window of %d", first_slow, kSmall);
+  }
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}

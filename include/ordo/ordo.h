@@ -180,7 +180,9 @@ typedef struct ordo_engine_config {
                              from a thread that is not running an op of this engine waits until
                              half of them are done, for at most about 1 ms per push (so it never
                              deadlocks), keeping memory and caches bounded (StarPU's
-                             STARPU_LIMIT_MAX_SUBMITTED_TASKS does the same); env
+                             STARPU_LIMIT_MAX_SUBMITTED_TASKS does the same). Each pushing
+                             thread looks every max_pending / 8 pushes (at most 256), so one
+                             pusher overshoots the window by at most an eighth; env
                              ORDO_MAX_PENDING; default 8192; -1 = no throttle */
   uint32_t flags;         /**< ORDO_ENGINE_FLAG_* bits; others must be 0 */
   const void* next;       /**< reserved for extension chains, must be NULL */
@@ -420,7 +422,9 @@ typedef struct ordo_exec_info {
   uint32_t struct_size; /**< sizeof(ordo_exec_info) as the caller compiled it */
   int32_t device_type;  /**< ORDO_DEVICE_* the op runs on */
   int32_t device_id;    /**< GPU ordinal, 0 on the CPU */
-  int32_t worker_index; /**< index of the worker within its group; -1 when run inline */
+  int32_t worker_index; /**< index of the worker within its group; -1 when run inline (naive
+                           engine, ORDO_PROP_ASYNC, or a pusher helping under
+                           ORDO_ENGINE_FLAG_PUSHERS_HELP) */
   int32_t priority;     /**< the op's priority */
   int32_t prop;         /**< the op's ORDO_PROP_* */
   void* stream;         /**< the op's CUDA stream (castable to cudaStream_t); NULL on the CPU */

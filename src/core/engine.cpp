@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -130,7 +131,14 @@ ErrorRecord* call_user(OpBlock* op) {
 }
 
 constexpr uint32_t kExternalLanes = 64;
-constexpr int64_t kThrottleCheckEvery = 256;  // pushes of one lane
+// A lane checks the window every so many of its pushes (the check sums every lane): an eighth of
+// the window, at most 256, so that the window holds within an eighth at every size.
+constexpr int64_t kThrottleCheckMax = 256;
+int64_t throttle_check_interval(int32_t max_pending) {
+  return max_pending <= 0
+             ? kThrottleCheckMax
+             : std::max<int64_t>(1, std::min<int64_t>(kThrottleCheckMax, max_pending / 8));
+}
 
 uint64_t new_engine_uid() {
   static std::atomic<uint64_t> next{1};
@@ -153,7 +161,10 @@ Worker* running_worker() {
 }
 
 Engine::Engine(uint32_t tag, const EngineConfig& cfg)
-    : tag_(tag), uid_(new_engine_uid()), cfg_(cfg) {
+    : tag_(tag),
+      uid_(new_engine_uid()),
+      cfg_(cfg),
+      throttle_check_every_(throttle_check_interval(cfg.max_pending)) {
   if (cfg.trace_path) tracer_ = std::make_unique<Tracer>(cfg.trace_path);
   cfg_.trace_path = tracer_ ? tracer_->path().c_str() : nullptr;  // the caller's copy may go
   first_external_lane_ = worker_count(cfg);
@@ -461,11 +472,11 @@ ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef
       dispatch(op, nullptr, shared ? 0 : static_cast<size_t>(lane - lanes_.get()));
     }
   }
-  if (!shared && ++lane->since_throttle_check == kThrottleCheckEvery) check_throttle(lane);
+  if (!shared && ++lane->since_throttle_check >= throttle_check_every_) check_throttle(lane);
   return ORDO_OK;
 }
 
-// Applies the submission throttle every kThrottleCheckEvery pushes of a lane.
+// Applies the submission throttle every throttle_check_every_ pushes of a lane.
 void Engine::check_throttle(PushLane* lane) {
   lane->since_throttle_check = 0;
   if (cfg_.max_pending <= 0 || called_from_inside()) return;

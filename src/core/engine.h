@@ -143,8 +143,9 @@ class Engine {
 
   const uint32_t tag_;
   const uint64_t uid_;
-  EngineConfig cfg_;                // set in the constructor; trace_path then points into tracer_
-  std::unique_ptr<Tracer> tracer_;  // nullptr: tracing off
+  EngineConfig cfg_;  // set in the constructor; trace_path then points into tracer_
+  const int64_t throttle_check_every_;  // pushes of one lane between two looks at the window
+  std::unique_ptr<Tracer> tracer_;      // nullptr: tracing off
   VarTable vars_;
   OpPool pool_{this};
   PreparedTable prepared_;
