@@ -35,6 +35,8 @@ struct OpRecord {
   // What ordo_exec_get_info must say.
   ordo_engine* engine = nullptr;
   bool inline_run = false;  // naive engine or ORDO_PROP_ASYNC: worker_index -1
+  // ORDO_ENGINE_FLAG_PUSHERS_HELP and a normal CPU op: a throttled pusher may run it (index -1).
+  bool may_run_on_pusher = false;
   int32_t prop = 0;
   int32_t priority = 0;
   char name[ORDO_NAME_MAX + 1] = {};
@@ -50,6 +52,11 @@ struct OpRecord {
 };
 
 int32_t run_op(ordo_exec* exec, void* user_data);
+
+// Set on the harness's own thread; callbacks of threaded engines that run there were run by a
+// helping pusher (ORDO_ENGINE_FLAG_PUSHERS_HELP). Counted so that a trace shows the mode at work.
+inline thread_local bool tls_harness_thread = false;
+inline std::atomic<long> g_runs_on_harness{0};
 
 inline void free_op(void* user_data) {
   auto* r = static_cast<OpRecord*>(user_data);
@@ -96,6 +103,10 @@ inline void check_info(OpRecord* r, ordo_exec* exec) {
              r->name);
   if (r->inline_run) {
     FUZZ_CHECK(info.worker_index == -1, "op %d runs inline, worker_index %d", r->id,
+               info.worker_index);
+  } else if (r->may_run_on_pusher) {
+    FUZZ_CHECK(info.worker_index >= -1,
+               "op %d runs on a worker or a helping pusher, worker_index %d", r->id,
                info.worker_index);
   } else {
     FUZZ_CHECK(info.worker_index >= 0, "op %d runs on a worker, worker_index %d", r->id,
@@ -161,6 +172,10 @@ inline int32_t run_op(ordo_exec* exec, void* user_data) {
                "op %d started before op %d, which it must follow, had finished", r->id, p->id);
   }
   r->exec.store(exec, std::memory_order_release);
+  if (tls_harness_thread && !r->inline_run) {
+    FUZZ_CHECK(r->may_run_on_pusher, "op %d ran on the pushing thread of a worker engine", r->id);
+    g_runs_on_harness.fetch_add(1, std::memory_order_relaxed);
+  }
   switch (r->behaviour) {
     case Behaviour::kThrow:
       throw std::runtime_error("fuzz_api: an op that throws");

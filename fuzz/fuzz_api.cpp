@@ -1,13 +1,16 @@
-// fuzz_api: random sequences of public calls (at most kMaxSteps per input) on one of three
-// engines -- naive, pooled with 2 workers, per_device with 2 CPU workers -- each status checked
-// against the reference model in api_model.h, each op's run checked by api_ops.h.
+// fuzz_api: random sequences of public calls (at most kMaxSteps per input) on one of four
+// engines -- naive, pooled with 2 workers, per_device with 2 CPU workers, and per_device with
+// ORDO_ENGINE_FLAG_PUSHERS_HELP and the smallest submission window (64), where a burst of pushes
+// makes this thread run ops inside its pushes -- each status checked against the reference model
+// in api_model.h, each op's run checked by api_ops.h.
 //
 // Steps: var new/delete, pushes (var lists with duplicates, both lists, deleted, zero, foreign and
 // made-up handles; NULL arrays; good and bad options; directly or through a prepared op;
 // callbacks that succeed, fail, throw, defer, complete themselves once or twice, push children,
 // try to wait), waits (untimed when the model says they finish, short timeouts when it says they
 // cannot, or short timeouts that may expire), completions of deferred ops (now, later, twice, or
-// made-up handles), clear_error, get_error, stale exec handles and a few engine calls.
+// made-up handles), clear_error, get_error, stale exec handles, a few engine calls, and bursts of
+// 65-128 pushes (past the helping engine's window).
 //
 // Status oracle: the set of errors the header documents for the arguments given (any of them
 // when several apply), else ORDO_OK. Behaviour oracle: the naive engine runs everything inside
@@ -45,36 +48,44 @@ using fuzz::bit;
 using fuzz::StatusSet;
 
 constexpr int kMaxSteps = 64;
-constexpr int kEngines = 3;
+constexpr int kEngines = 4;
+constexpr int kHelping = 3;           // g_engines[kHelping]: pushers help, window of 64
+constexpr int32_t kSmallWindow = 64;  // the smallest max_pending the engine accepts
+constexpr uint32_t kBurstMin = kSmallWindow + 1;
+constexpr int kMaxBursts = 2;
 constexpr uint64_t kForever = uint64_t{1} << 62;
 constexpr int kHangSeconds = 20;  // generous: CI machines are loaded; a deadlock waits forever
 
 struct EngineInfo {
   ordo_engine* e = nullptr;
   int32_t kind = 0;
-  uint32_t tag = 0;  // the engine's handle tag, for made-up handles
+  bool helping = false;  // ORDO_ENGINE_FLAG_PUSHERS_HELP with a window of kSmallWindow
+  uint32_t tag = 0;      // the engine's handle tag, for made-up handles
 };
 
 EngineInfo g_engines[kEngines];
 
-ordo_engine* make_engine(int32_t kind) {
+ordo_engine* make_engine(int32_t kind, bool helping) {
   ordo_engine_config cfg;
   ordo_engine_config_init(&cfg);
   cfg.kind = kind;
   cfg.cpu_threads = 2;
   cfg.cpu_priority_threads = 1;
   cfg.copy_threads = 1;
-  cfg.max_pending = 8192;
+  cfg.max_pending = helping ? kSmallWindow : 8192;
+  cfg.flags = helping ? ORDO_ENGINE_FLAG_PUSHERS_HELP : 0;
   ordo_engine* e = nullptr;
   EXPECT_STATUS(ordo_engine_create(&cfg, &e), 0);
   return e;
 }
 
 void init_engines() {
-  const int32_t kinds[kEngines] = {ORDO_ENGINE_NAIVE, ORDO_ENGINE_POOLED, ORDO_ENGINE_PER_DEVICE};
+  const int32_t kinds[kEngines] = {ORDO_ENGINE_NAIVE, ORDO_ENGINE_POOLED, ORDO_ENGINE_PER_DEVICE,
+                                   ORDO_ENGINE_PER_DEVICE};
   for (int i = 0; i < kEngines; ++i) {
     g_engines[i].kind = kinds[i];
-    g_engines[i].e = make_engine(kinds[i]);
+    g_engines[i].helping = i == kHelping;
+    g_engines[i].e = make_engine(kinds[i], g_engines[i].helping);
     ordo_var v = 0;
     EXPECT_STATUS(ordo_var_new(g_engines[i].e, &v), 0);
     g_engines[i].tag = ordo::HandleBits::decode(v).tag;
@@ -126,7 +137,7 @@ class Session {
   void step() {
     static const char* const kStepNames[12] = {
         "var_new",      "var_delete",   "push",        "push",      "push", "complete",
-        "wait_for_var", "wait_for_all", "clear_error", "get_error", "misc", "misc"};
+        "wait_for_var", "wait_for_all", "clear_error", "get_error", "misc", "burst"};
     uint32_t kind = in_.below(12);
     FUZZ_TRACE("step: %s\n", kStepNames[kind]);
     switch (kind) {
@@ -156,8 +167,11 @@ class Session {
       case 9:
         step_get_error();
         break;
-      default:
+      case 10:
         step_misc();
+        break;
+      default:
+        step_burst();
         break;
     }
   }
@@ -254,6 +268,7 @@ class Session {
   }
 
   void step_push();
+  void step_burst();
   ordo_status push_prepared(ordo_fn fn, OpRecord* r, const ordo_var* cv, size_t nc,
                             const ordo_var* mv, size_t nm, const ordo_push_opts* opts,
                             StatusSet errors);
@@ -273,6 +288,19 @@ class Session {
     r->engine = e_;
     return r;
   }
+  OpRecord* new_op_record(Behaviour behaviour, int32_t code, int32_t child_code);
+  void link_preds(OpRecord* r, const std::vector<Access>& access);
+  void record_push(OpRecord* r, const std::vector<Access>& access);
+  // Indexes a record by its model node, for link_preds.
+  void note_node(OpRecord* r) {
+    if (r->node < 0) return;
+    if (record_of_node_.size() <= static_cast<size_t>(r->node)) record_of_node_.resize(r->node + 1);
+    record_of_node_[r->node] = r;
+  }
+  Behaviour pick_behaviour() {
+    return static_cast<Behaviour>(in_.below(static_cast<uint32_t>(Behaviour::kCount)));
+  }
+  int32_t pick_code() { return kCodes[in_.below(sizeof kCodes / sizeof kCodes[0])]; }
 
   const EngineInfo& eng_;
   const EngineInfo& other_;
@@ -281,6 +309,8 @@ class Session {
   Model model_;
   std::vector<bool> settled_;  // threaded engines: a wait has seen the var idle since its last op
   std::deque<OpRecord> records_;
+  std::vector<OpRecord*> record_of_node_;  // by model node; nullptr for the engine's own ops
+  int bursts_ = 0;
   ordo_var foreign_ = 0;  // a live var of another engine
   ordo_stats before_;     // the engine's counters when the input started (it was idle)
 };
@@ -402,20 +432,14 @@ void Session::step_push() {
   for (size_t i = 0; i < nc; ++i) add(&cv[i], false);
   for (size_t i = 0; i < nm; ++i) add(&mv[i], true);
 
-  OpRecord* r = new_record();
-  r->behaviour = static_cast<Behaviour>(in_.below(static_cast<uint32_t>(Behaviour::kCount)));
-  r->code = kCodes[in_.below(sizeof kCodes / sizeof kCodes[0])];
-  r->ignored_return = static_cast<int32_t>(in_.byte()) - 128;
-  r->complete_twice = in_.byte() & 1;
-  if (r->behaviour == Behaviour::kPushChild) {
-    OpRecord* child = new_record();
-    child->is_child = true;
-    child->tracked = true;
-    child->code = kCodes[in_.below(sizeof kCodes / sizeof kCodes[0])];
-    child->inline_run = naive();
-    std::strcpy(child->name, "child");
-    r->child = child;
-  }
+  Behaviour behaviour = pick_behaviour();
+  int32_t code = pick_code();
+  int32_t ignored_return = static_cast<int32_t>(in_.byte()) - 128;
+  bool complete_twice = in_.byte() & 1;
+  OpRecord* r =
+      new_op_record(behaviour, code, behaviour == Behaviour::kPushChild ? pick_code() : 0);
+  r->ignored_return = ignored_return;
+  r->complete_twice = complete_twice;
 
   ordo_push_opts opts;
   OptsChoice oc;
@@ -436,26 +460,99 @@ void Session::step_push() {
   r->prop = opts.prop;
   r->priority = opts.priority;
   r->inline_run = naive() || opts.prop == ORDO_PROP_ASYNC;
+  r->may_run_on_pusher = eng_.helping && opts.prop == ORDO_PROP_NORMAL;
   if (oc.name_read && opts.name) {
     std::strncpy(r->name, opts.name, ORDO_NAME_MAX);
     r->name[ORDO_NAME_MAX] = '\0';
   }
-  for (const Access& a : access) r->own_var = model_.var(a.var).handle;
-  for (int p : model_.user_preds_for(access)) {
-    for (OpRecord& q : records_) {
-      if (q.node == p && q.tracked) r->preds.push_back(&q);
-    }
-  }
+  link_preds(r, access);
 
   FUZZ_TRACE("push op %d: %zu const, %zu mutable, variant %d, behaviour %d, code %d\n", r->id, nc,
              nm, variant, static_cast<int>(r->behaviour), r->code);
   ordo_status s = variant == 13 ? push_prepared(fn, r, cvp, nc, mvp, nm, oc.ptr, errors)
                                 : ordo_opr_push(e_, fn, r, cvp, nc, mvp, nm, oc.ptr);
   fuzz::check_status(__FILE__, __LINE__, "ordo_opr_push", s, errors);
-  if (s != ORDO_OK) return;
+  if (s == ORDO_OK) record_push(r, access);
+}
+
+// More pushes in one step than the helping engine's window holds, so that its pushes are
+// throttled and run ready ops -- this burst's and those of earlier steps, whatever they do -- on
+// this thread; on the other engines, many ops at once. One behaviour and code for the whole burst;
+// op i uses live var i % live, read when bit i % 8 of a mask is set, else mutated (no var when
+// none is live). At most kMaxBursts per input, as the model's cost grows with its history: a
+// later burst step is a misc step.
+void Session::step_burst() {
+  if (bursts_ == kMaxBursts) return step_misc();
+  ++bursts_;
+  uint32_t count = kBurstMin + in_.below(64);
+  Behaviour behaviour = pick_behaviour();
+  int32_t code = pick_code();
+  int32_t child_code = behaviour == Behaviour::kPushChild ? pick_code() : 0;
+  uint8_t reads = in_.byte();
+  std::vector<int> live;
+  for (int v = 0; v < model_.num_vars(); ++v) {
+    if (model_.var(v).live) live.push_back(v);
+  }
+  FUZZ_TRACE("burst: %u ops, behaviour %d, code %d, read mask 0x%02x, %zu live vars\n", count,
+             static_cast<int>(behaviour), code, reads, live.size());
+  ordo_push_opts opts;
+  ordo_push_opts_init(&opts);
+  opts.free_fn = free_op;
+  opts.name = "burst";
+  for (uint32_t i = 0; i < count; ++i) {
+    std::vector<Access> access;
+    if (!live.empty()) access.push_back({live[i % live.size()], ((reads >> (i % 8)) & 1) == 0});
+    OpRecord* r = new_op_record(behaviour, code, child_code);
+    r->tracked = true;
+    r->inline_run = naive();
+    r->may_run_on_pusher = eng_.helping;
+    std::strcpy(r->name, "burst");
+    link_preds(r, access);
+    ordo_var v = access.empty() ? 0 : model_.var(access[0].var).handle;
+    bool write = !access.empty() && access[0].write;
+    size_t nc = access.empty() || write ? 0 : 1;
+    size_t nm = write ? 1 : 0;
+    ordo_status s = ordo_opr_push(e_, run_op, r, &v, nc, &v, nm, &opts);
+    fuzz::check_status(__FILE__, __LINE__, "ordo_opr_push (burst)", s, 0);
+    record_push(r, access);
+  }
+  FUZZ_TRACE("burst: %ld callbacks so far ran on this (pushing) thread of a threaded engine\n",
+             g_runs_on_harness.load());
+}
+
+// A record for an op about to be pushed, with its child's record when it pushes one.
+OpRecord* Session::new_op_record(Behaviour behaviour, int32_t code, int32_t child_code) {
+  OpRecord* r = new_record();
+  r->behaviour = behaviour;
+  r->code = code;
+  if (behaviour == Behaviour::kPushChild) {
+    OpRecord* child = new_record();
+    child->is_child = true;
+    child->tracked = true;
+    child->code = child_code;
+    child->inline_run = naive();
+    child->may_run_on_pusher = eng_.helping;
+    std::strcpy(child->name, "child");
+    r->child = child;
+  }
+  return r;
+}
+
+// The tracked ops the model says `r` must follow, for its callback to check.
+void Session::link_preds(OpRecord* r, const std::vector<Access>& access) {
+  for (const Access& a : access) r->own_var = model_.var(a.var).handle;
+  for (int p : model_.user_preds_for(access)) {
+    OpRecord* q = record_of_node_[p];
+    if (q && q->tracked) r->preds.push_back(q);
+  }
+}
+
+// The push succeeded: the model takes the op.
+void Session::record_push(OpRecord* r, const std::vector<Access>& access) {
   r->pushed = true;
   int32_t child_code = r->child ? r->child->code : 0;
   r->node = model_.push(NodeKind::kUser, access, r->behaviour, r->code, child_code);
+  note_node(r);
   for (const Access& a : access) settled_[a.var] = false;
 }
 
@@ -665,6 +762,10 @@ void Session::step_misc() {
       EXPECT_STATUS(ordo_engine_get_config(e_, &cfg), 0);
       FUZZ_CHECK(cfg.kind == eng_.kind, "get_config: kind %d, created as %d", cfg.kind, eng_.kind);
       if (!naive()) FUZZ_CHECK(cfg.cpu_threads == 2, "get_config: %d cpu threads", cfg.cpu_threads);
+      FUZZ_CHECK(cfg.flags == (eng_.helping ? ORDO_ENGINE_FLAG_PUSHERS_HELP : 0u),
+                 "get_config: flags 0x%x", cfg.flags);
+      FUZZ_CHECK(cfg.max_pending == (eng_.helping ? kSmallWindow : 8192),
+                 "get_config: max_pending %d", cfg.max_pending);
       break;
     }
     case 2: {  // an exec handle whose callback has returned is stale
@@ -814,8 +915,9 @@ void Session::finish() {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   // The harness sets every engine field itself; the environment must not change them.
-  for (const char* v : {"ORDO_ENGINE", "ORDO_CPU_THREADS", "ORDO_CPU_PRIORITY_THREADS",
-                        "ORDO_COPY_THREADS", "ORDO_MAX_PENDING", "ORDO_TRACE"}) {
+  for (const char* v :
+       {"ORDO_ENGINE", "ORDO_CPU_THREADS", "ORDO_CPU_PRIORITY_THREADS", "ORDO_COPY_THREADS",
+        "ORDO_MAX_PENDING", "ORDO_TRACE", "ORDO_PUSHERS_HELP"}) {
     unsetenv(v);
   }
   fuzz_api::init_engines();
@@ -824,6 +926,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fuzz_api;
+  tls_harness_thread = true;
   fuzz::Input in(data, size);
   int which = in.below(kEngines);
   Session s(g_engines[which], g_engines[(which + 1) % kEngines], in);

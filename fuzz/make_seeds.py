@@ -44,11 +44,12 @@ VAR_QUEUE = {
 }
 
 
-# ---- fuzz_api: byte 0 picks the engine (0 naive, 1 pooled, 2 per_device); then steps, each
-#      below(12): 0 var_new | 1 var_delete | 2-4 push | 5 complete | 6 wait_for_var | 7 wait_for_all
-#      | 8 clear_error | 9 get_error | 10-11 misc. A var pick byte t: t % 8 in 0..3 names live var
-#      (t >> 3) % live, 4 a deleted one, 5 zero, 6 a live var of another engine, 7 made up.
-NAIVE, POOLED, PER_DEVICE = 0, 1, 2
+# ---- fuzz_api: byte 0 picks the engine (0 naive, 1 pooled, 2 per_device, 3 per_device with
+#      pushers helping and a window of 64); then steps, each below(12): 0 var_new | 1 var_delete
+#      | 2-4 push | 5 complete | 6 wait_for_var | 7 wait_for_all | 8 clear_error | 9 get_error
+#      | 10 misc | 11 burst. A var pick byte t: t % 8 in 0..3 names live var (t >> 3) % live,
+#      4 a deleted one, 5 zero, 6 a live var of another engine, 7 made up.
+NAIVE, POOLED, PER_DEVICE, HELPING = 0, 1, 2, 3
 RETURN, THROW, DEFER_LATER, DEFER_INSIDE, DEFER_TWICE, WAIT_INSIDE, PUSH_CHILD, GET_INFO = range(8)
 CODE_OK, CODE_1, CODE_3, CODE_42 = 0, 4, 5, 7  # indices into kCodes
 LIVE = lambda i: i << 3  # noqa: E731
@@ -92,6 +93,14 @@ def api_delete(pick):
     return [1, pick]
 
 
+def api_burst(extra_ops=0, behaviour=RETURN, code=CODE_OK, child_code=CODE_OK, reads=0x00):
+    """65 + extra_ops pushes; op i uses live var i % live, read when bit i % 8 of reads is set."""
+    out = [11, extra_ops, behaviour, code]
+    if behaviour == PUSH_CHILD:
+        out += [child_code]
+    return out + [reads]
+
+
 API = {
     "naive-failure-propagates": [NAIVE] + api_var_new() * 2
     + api_push(mutable=[LIVE(0)], code=CODE_42)
@@ -123,6 +132,12 @@ API = {
     + api_push(const=[DELETED], mutable=[FOREIGN]) + api_wait_var(DELETED)
     + api_get_error(ZERO) + api_clear(FOREIGN) + api_push(mutable=[MADE_UP, LIVE(0)])
     + api_delete(DELETED) + api_wait_all(),
+    "helping-bursts": [HELPING] + api_var_new() * 3
+    + api_push(mutable=[LIVE(0)], behaviour=DEFER_LATER)
+    + api_push(const=[LIVE(1)], behaviour=WAIT_INSIDE)
+    + api_burst(extra_ops=40, behaviour=GET_INFO, reads=0x5A)
+    + api_complete() + api_burst(extra_ops=63, behaviour=PUSH_CHILD, code=CODE_1)
+    + api_wait_all(),
 }
 
 
