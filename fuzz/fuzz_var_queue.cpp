@@ -35,7 +35,7 @@ using ordo::OpBlock;
 using ordo::VarLink;
 using ordo::VarSlot;
 
-constexpr int kVars = 4;  // an op touches at most 4 vars, so its links stay inline in the block
+constexpr int kVars = 4;  // an op touches at most 4 vars: inline links, over both link lines
 constexpr size_t kMaxLiveOps = 64;
 static_assert(kVars <= static_cast<int>(OpBlock::kInlineLinks), "links must fit inline");
 
@@ -50,7 +50,14 @@ struct Op {
   bool ready = false;        // triggered: by the pusher, or by settle_grants reaching zero
 
   FUZZ_ORACLE bool pushed() const { return arrived == num_links; }
-  FUZZ_ORACLE VarLink& link(int i) const { return block->links()[i]; }
+  FUZZ_ORACLE VarLink& link(int i) const { return block->link(static_cast<uint32_t>(i)); }
+  // Which of this op's links `l` is (-1: none).
+  FUZZ_ORACLE int index_of(const VarLink* l) const {
+    for (int i = 0; i < num_links; ++i) {
+      if (&link(i) == l) return i;
+    }
+    return -1;
+  }
 };
 
 struct Pending {
@@ -102,14 +109,14 @@ class VarQueueHarness {
     Op* op = new_op();
     for (int v = 0; v < kVars; ++v) {
       if (!(mask & (1u << v))) continue;
-      VarLink& l = op->block->inline_links[op->num_links++];
-      l.op = op->block;
-      l.var = &vars_[v];
-      l.write = (writes >> v) & 1;
+      ++op->num_links;
     }
     op->block->num_links = static_cast<uint16_t>(op->num_links);
+    for (int i = 0, v = 0; v < kVars; ++v) {
+      if (mask & (1u << v)) op->link(i++).set(&vars_[v], (writes >> v) & 1);
+    }
     op->block->wait.store(op->num_links, std::memory_order_relaxed);
-    for (int i = 0; i < op->num_links; ++i) op->link(i).var->push_lock.lock();
+    for (int i = 0; i < op->num_links; ++i) op->link(i).var()->push_lock.lock();
     pushing_ = op;
     FUZZ_TRACE("push op %d: vars 0x%x, writes 0x%x%s\n", op->id, mask, writes & mask,
                (vars & 0x80) ? " (split)" : "");
@@ -124,6 +131,7 @@ class VarQueueHarness {
     OpBlock* block;
     if (free_blocks_.empty()) {
       block = new OpBlock();
+      block->bind_link_lines();  // as OpPool does: a link finds its op through its line
       blocks_.push_back(block);
     } else {
       block = free_blocks_.back();  // reused like the engine's pool: stale link fields and all
@@ -147,15 +155,15 @@ class VarQueueHarness {
   void arrive_next(Op* op) {
     int i = op->arrived;
     VarLink& l = op->link(i);
-    int v = var_index(l.var);
+    int v = var_index(l.var());
     Census c = census(v);
-    bool expected = queue_[v].empty() || (!l.write && c.waiting == 0 && c.writers == 0);
+    bool expected = queue_[v].empty() || (!l.write() && c.waiting == 0 && c.writers == 0);
     queue_[v].push_back({op, i});
-    bool granted = l.var->arrive(&l);
+    bool granted = l.var()->arrive(&l);
     FUZZ_TRACE("  op %d arrives at var %d (%s): granted=%d\n", op->id, v,
-               l.write ? "write" : "read", granted);
+               l.write() ? "write" : "read", granted);
     FUZZ_CHECK(granted == expected, "op %d: arrive(%s) on var %d returned %d, the model says %d",
-               op->id, l.write ? "write" : "read", v, granted, expected);
+               op->id, l.write() ? "write" : "read", v, granted, expected);
     if (granted) {
       op->granted[i] = true;
       ++op->granted_at_arrival;
@@ -165,7 +173,7 @@ class VarQueueHarness {
 
   // Mirrors the end of Engine::enqueue_on_vars: the pusher subtracts the grants it got.
   void end_push(Op* op) {
-    for (int i = op->num_links; i-- > 0;) op->link(i).var->push_lock.unlock();
+    for (int i = op->num_links; i-- > 0;) op->link(i).var()->push_lock.unlock();
     pushing_ = nullptr;
     int n = op->num_links;
     int g = op->granted_at_arrival;
@@ -198,11 +206,11 @@ class VarQueueHarness {
   void complete_next(Op* op) {
     int i = op->completed;
     VarLink& l = op->link(i);
-    int v = var_index(l.var);
+    int v = var_index(l.var());
     FUZZ_CHECK(op->granted[i], "op %d runs without its grant on var %d", op->id, v);
     remove_from_queue(v, op, i);
-    VarLink* chain = l.var->complete(l.write);
-    FUZZ_TRACE("op %d completes on var %d (%s)\n", op->id, v, l.write ? "write" : "read");
+    VarLink* chain = l.var()->complete(l.write());
+    FUZZ_TRACE("op %d completes on var %d (%s)\n", op->id, v, l.write() ? "write" : "read");
     check_chain(v, chain);
     ordo::settle_grants(chain, [&](OpBlock* b) { trigger(op_of(b), "settle_grants"); });
     if (++op->completed == op->num_links) retire(op);
@@ -221,10 +229,10 @@ class VarQueueHarness {
   FUZZ_ORACLE void check_chain(int v, VarLink* chain) {
     size_t got = 0;
     for (VarLink* l = chain; l; l = l->next.load(std::memory_order_relaxed)) {
-      FUZZ_CHECK(l->var == &vars_[v], "a grant chain of var %d holds a link of var %d", v,
-                 var_index(l->var));
-      Op* op = op_of(l->op);
-      int i = static_cast<int>(l - op->block->links());
+      FUZZ_CHECK(l->var() == &vars_[v], "a grant chain of var %d holds a link of var %d", v,
+                 var_index(l->var()));
+      Op* op = op_of(l->op());
+      int i = op->index_of(l);
       FUZZ_CHECK(i >= 0 && i < op->arrived, "op %d: granted link %d has not arrived", op->id, i);
       FUZZ_CHECK(!op->granted[i], "op %d: its access to var %d was granted twice", op->id, v);
       op->granted[i] = true;
@@ -249,7 +257,7 @@ class VarQueueHarness {
     for (const Pending& p : queue_[v]) {
       if (!p.op->granted[p.link]) {
         ++c.waiting;
-      } else if (p.op->link(p.link).write) {
+      } else if (p.op->link(p.link).write()) {
         ++c.writers;
       } else {
         ++c.readers;
@@ -271,7 +279,7 @@ class VarQueueHarness {
     bool write_before = false;
     for (size_t pos = 0; pos < queue_[v].size(); ++pos) {
       const Pending& p = queue_[v][pos];
-      bool write = p.op->link(p.link).write;
+      bool write = p.op->link(p.link).write();
       bool may = write ? pos == 0 : !write_before;
       bool granted = p.op->granted[p.link];
       FUZZ_CHECK(!granted || may,

@@ -86,9 +86,9 @@ struct Waiter {
 ErrorRecord* first_error_of(OpBlock* op) {
   // Safe without a lock: the op holds a grant on each var, and errors change only when the
   // holder of a write grant completes, which excludes ours.
-  VarLink* links = op->links();
+  LinkCursor links(op);
   for (uint32_t i = 0; i < op->num_links; ++i) {
-    if (ErrorRecord* e = links[i].var->current_error()) return e;
+    if (ErrorRecord* e = links.next().var()->current_error()) return e;
   }
   return nullptr;
 }
@@ -529,11 +529,13 @@ bool Engine::attach_links(OpBlock* op, size_t n) {
   op->num_links = static_cast<uint16_t>(n);
   if (n <= OpBlock::kInlineLinks) return true;
   if (op->overflow_capacity < n) {  // kept with the block, so reuse allocates nothing
-    auto* links = new (std::nothrow) VarLink[n];
-    if (!links) return false;
-    delete[] op->overflow_links;
-    op->overflow_links = links;
-    op->overflow_capacity = static_cast<uint32_t>(n);
+    const size_t num_lines = (n + LinkLine::kLinks - 1) / LinkLine::kLinks;
+    auto* lines = new (std::nothrow) LinkLine[num_lines];
+    if (!lines) return false;
+    for (size_t i = 0; i < num_lines; ++i) lines[i].op = op;
+    delete[] op->overflow_lines;
+    op->overflow_lines = lines;
+    op->overflow_capacity = static_cast<uint32_t>(num_lines * LinkLine::kLinks);
   }
   return true;
 }
@@ -557,13 +559,11 @@ ordo_status Engine::enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* r
   const bool deleting = op->kind == OpKind::kDeleteVar;
   op->wait.store(static_cast<int32_t>(n), std::memory_order_relaxed);
   uint32_t granted = 0;
-  VarLink* links = op->links();
+  LinkCursor links(op);
   for (size_t i = 0; i < n; ++i) {
-    VarLink& l = links[i];
-    l.op = op;
-    l.var = refs[i].slot;
-    l.write = refs[i].write;
-    if (l.var->arrive(&l)) ++granted;
+    VarLink& l = links.next();
+    l.set(refs[i].slot, refs[i].write);
+    if (refs[i].slot->arrive(&l)) ++granted;
   }
   if (deleting) {
     // Invalidate the handle now, under the lock, so no later push can slip in behind the delete.
@@ -683,10 +683,11 @@ void Engine::execute(OpBlock* op, Worker* self) {
 
 template <bool kTraced>
 void Engine::run_user_op(OpBlock* op, Worker* self) {
-  VarLink* links = op->links();
+  LinkCursor links(op);
   for (uint32_t i = 0; i < op->num_links; ++i) {  // both of the var's lines, for finalize
-    prefetch_for_write(links[i].var);             // the state word, CASed at completion
-    __builtin_prefetch(reinterpret_cast<char*>(links[i].var) + 64);  // the FIFO and error, read
+    VarSlot* v = links.next().var();
+    prefetch_for_write(v);                                // the state word, CASed at completion
+    __builtin_prefetch(reinterpret_cast<char*>(v) + 64);  // the FIFO and error, read
   }
   const uint64_t start_ns = kTraced ? tracer_->now_ns() : 0;
   if (ErrorRecord* inherited = first_error_of(op)) {
@@ -758,13 +759,15 @@ void Engine::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
   const CompletionSite at = completion_site(self);
   begin_release(at.lane);
   note_completed(at);
-  VarLink* links = op->links();
-  for (uint32_t i = 0; i < op->num_links; ++i) {
-    VarLink& l = links[i];
-    VarSlot* v = l.var;
-    if (failure && l.write) v->set_error(failure);
+  LinkCursor links(op);
+  const uint32_t num_links = op->num_links;
+  for (uint32_t i = 0; i < num_links; ++i) {
+    const VarLink& l = links.next();
+    VarSlot* v = l.var();
+    const bool write = l.write();
+    if (failure && write) v->set_error(failure);
     if (op->kind == OpKind::kClearError) v->set_error(nullptr);
-    VarLink* granted = v->complete(l.write);
+    VarLink* granted = v->complete(write);
     settle_grants(granted, chain_ready);
     if (op->kind == OpKind::kDeleteVar) vars_.reclaim(v);
   }

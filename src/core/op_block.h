@@ -18,16 +18,39 @@ struct VarSlot;
 struct ErrorRecord;
 
 // One access of one op to one var. It is the node of that var's FIFO while the access waits.
-// 32-byte aligned: the var's state word keeps flags in a link address's low five bits.
-struct alignas(32) VarLink {
+// 16 bytes, so that three share a cache line with the pointer to their op (LinkLine): a push of
+// an op with up to three vars writes one line of links, which a worker on another core then reads
+// and the next push of the block takes back. 16-byte aligned: the var's state word keeps flags in
+// a link address's low four bits.
+struct alignas(16) VarLink {
+  static constexpr uintptr_t kWriteBit = 1;  // in var_bits: var slots are 64-byte aligned
+
   // While waiting: the next (younger) access in the var's queue, written by the pusher of that
   // access, possibly just after the processor has started looking (it then waits for it).
   // Once granted: the chain of grants that complete() returns.
   std::atomic<VarLink*> next;
-  OpBlock* op;
-  VarSlot* var;
-  bool write;
+  uintptr_t var_bits;  // the VarSlot*, with kWriteBit set for a mutable access
+
+  VarSlot* var() const { return reinterpret_cast<VarSlot*>(var_bits & ~kWriteBit); }
+  bool write() const { return (var_bits & kWriteBit) != 0; }
+  void set(VarSlot* v, bool w) { var_bits = reinterpret_cast<uintptr_t>(v) | (w ? kWriteBit : 0); }
+  inline OpBlock* op() const;  // from the LinkLine that holds the link
 };
+
+// A cache line of links with the op they belong to (set once, when the line is made): a link
+// finds its op without a pointer of its own.
+struct alignas(64) LinkLine {
+  static constexpr uint32_t kLinks = 3;
+  OpBlock* op;
+  uintptr_t unused;
+  VarLink link[kLinks];
+};
+static_assert(sizeof(LinkLine) == 64, "a LinkLine is one cache line");
+
+inline OpBlock* VarLink::op() const {
+  auto line = reinterpret_cast<uintptr_t>(this) & ~uintptr_t{alignof(LinkLine) - 1};
+  return reinterpret_cast<const LinkLine*>(line)->op;
+}
 
 enum class OpKind : uint8_t {
   kUser,        // a pushed callback
@@ -40,10 +63,12 @@ enum class OpKind : uint8_t {
 // Laid out by who touches what, because a block is written by the pushing thread and read by a
 // worker on another core, then recycled back: every cache line a push writes is a line that
 // crosses cores twice. Line 0 holds everything a push writes and a run reads; lines 1-2 hold up
-// to four var links; the rest is cold (set once per block, or used only by deferred ops, named
-// ops, priority heaps and ops with many vars).
+// to six var links, three a line (an op with up to three vars touches line 1 only); the rest is
+// cold (set once per block, or used only by deferred ops, named ops, priority heaps and ops with
+// more than six vars).
 struct alignas(64) OpBlock {
-  static constexpr uint32_t kInlineLinks = 4;
+  static constexpr uint32_t kInlineLines = 2;
+  static constexpr uint32_t kInlineLinks = kInlineLines * LinkLine::kLinks;
   static constexpr uint32_t kMaxLinks = 65535;  // num_links is 16 bits
   static constexpr uint32_t kArmed = 1u << 31;  // completion_gen: a defer handle is live
 
@@ -64,8 +89,8 @@ struct alignas(64) OpBlock {
   bool deferred;  // set by ordo_exec_defer
   bool has_name;
 
-  // --- lines 1-2: the first var links ---
-  VarLink inline_links[kInlineLinks];
+  // --- lines 1-2: the var links of ops with up to kInlineLinks vars ---
+  LinkLine inline_lines[kInlineLines];
 
   // --- cold ---
   Engine* engine;  // the owning engine, set when the block is made
@@ -73,19 +98,45 @@ struct alignas(64) OpBlock {
   uint32_t gen;    // bumped when a use that deferred ends; completion handles carry it
   std::atomic<int32_t> finish_refs;  // deferred ops: callback return + ordo_complete
   std::atomic<uint32_t> completion_gen;
-  ErrorRecord* async_error;  // the failure passed to ordo_complete
-  uint64_t ready_seq;        // FIFO order among equal priorities in the priority heap
-  OpBlock* batch_next;       // the pool's depot: next full batch (on a batch's head block)
-  VarLink* overflow_links;   // kept across reuses, so big ops stop allocating once warm
-  uint32_t overflow_capacity;
+  ErrorRecord* async_error;      // the failure passed to ordo_complete
+  uint64_t ready_seq;            // FIFO order among equal priorities in the priority heap
+  OpBlock* batch_next;           // the pool's depot: next full batch (on a batch's head block)
+  LinkLine* overflow_lines;      // more vars: all links here; kept across reuses, so big ops stop
+  uint32_t overflow_capacity;    // allocating once warm (in links)
   char name[ORDO_NAME_MAX + 1];  // valid when has_name
 
-  VarLink* links() { return num_links <= kInlineLinks ? inline_links : overflow_links; }
+  // Points the inline link lines at this block (once, when the block is made).
+  void bind_link_lines() {
+    for (LinkLine& line : inline_lines) line.op = this;
+  }
+  LinkLine* link_lines() { return num_links <= kInlineLinks ? inline_lines : overflow_lines; }
+  // The i-th var link (i < num_links).
+  VarLink& link(uint32_t i) {
+    return link_lines()[i / LinkLine::kLinks].link[i % LinkLine::kLinks];
+  }
   const char* op_name() const { return has_name ? name : ""; }
   ordo_exec* as_exec() { return reinterpret_cast<ordo_exec*>(this); }
   static OpBlock* from_exec(const ordo_exec* e) {
     return reinterpret_cast<OpBlock*>(const_cast<ordo_exec*>(e));
   }
+};
+
+// Walks an op's links in order, three to a line, without dividing by three on every step.
+class LinkCursor {
+ public:
+  explicit LinkCursor(OpBlock* op) : line_(op->link_lines()) {}
+  VarLink& next() {
+    VarLink& l = line_->link[k_];
+    if (++k_ == LinkLine::kLinks) {
+      k_ = 0;
+      ++line_;
+    }
+    return l;
+  }
+
+ private:
+  LinkLine* line_;
+  uint32_t k_ = 0;
 };
 
 // Copies an op name, truncated to ORDO_NAME_MAX bytes and NUL-terminated.

@@ -14,7 +14,7 @@ OpPool::OpPool(Engine* owner) : owner_(owner), chunks_(new std::atomic<OpBlock*>
 OpPool::~OpPool() {
   for (uint32_t i = 0; i < num_chunks_; ++i) {
     OpBlock* chunk = chunks_[i].load(std::memory_order_relaxed);
-    for (uint32_t j = 0; j < kChunkSize; ++j) delete[] chunk[j].overflow_links;
+    for (uint32_t j = 0; j < kChunkSize; ++j) delete[] chunk[j].overflow_lines;
     delete[] chunk;
   }
 }
@@ -114,7 +114,8 @@ bool OpPool::grow_locked() {
     op.gen = 1;
     op.deferred = false;  // read by release(), which a failed push reaches before fill()
     op.completion_gen.store(0, std::memory_order_relaxed);
-    op.overflow_links = nullptr;
+    op.bind_link_lines();  // permanent: links find their op there
+    op.overflow_lines = nullptr;
     op.overflow_capacity = 0;
     // Chunks split into whole batches (kChunkSize is a multiple of kBatch).
     bool batch_head = j % kBatch == 0;

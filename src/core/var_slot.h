@@ -10,8 +10,8 @@
 //   bits 0-1   mode: kIdle (nothing active or waiting), kShared (only readers active, nothing
 //              waiting: a new reader joins at once), kOwned (anything else)
 //   bit  2     kWriter: a writer is active (kOwned only)
-//   bits 5-47  the inbox: the youngest waiting VarLink of the current inbox generation (links
-//              are 32-byte aligned, and user-space addresses on x86-64 and arm64 Linux fit in
+//   bits 4-47  the inbox: the youngest waiting VarLink of the current inbox generation (links
+//              are 16-byte aligned, and user-space addresses on x86-64 and arm64 Linux fit in
 //              48 bits)
 //   bits 48-63 the number of active readers
 //
@@ -51,10 +51,11 @@ struct alignas(64) VarSlot {
   static constexpr uint64_t kShared = 1;
   static constexpr uint64_t kOwned = 2;
   static constexpr uint64_t kWriter = 4;
-  static constexpr uint64_t kInboxMask = 0x0000FFFFFFFFFFE0ull;
+  static constexpr uint64_t kInboxMask = 0x0000FFFFFFFFFFF0ull;
   static constexpr int kCountShift = 48;
   static constexpr uint64_t kOneReader = uint64_t{1} << kCountShift;
   static constexpr uint64_t kMaxReaders = 0xFFFF;
+  static_assert(alignof(VarLink) > (kModeMask | kWriter), "flags fit below a link's alignment");
 
   // --- line 0: pushers ---
   SpinLock push_lock;  // orders pushers (two-phase locking across an op's vars); never workers
@@ -85,8 +86,8 @@ struct alignas(64) VarSlot {
       VarLink* prev = nullptr;
       bool granted = true;
       if (mode == kIdle) {
-        next = l->write ? (kOwned | kWriter) : (kShared | kOneReader);
-      } else if (mode == kShared && !l->write && (w >> kCountShift) < kMaxReaders) {
+        next = l->write() ? (kOwned | kWriter) : (kShared | kOneReader);
+      } else if (mode == kShared && !l->write() && (w >> kCountShift) < kMaxReaders) {
         next = w + kOneReader;
       } else {
         prev = inbox(w);
@@ -105,7 +106,7 @@ struct alignas(64) VarSlot {
   // Completes one access; returns the links granted as a result (chained through `next`).
   VarLink* complete(bool write) {
     if (write) {
-      if (fifo_head && fifo_head->write) return pop();  // the writer's grant passes straight on
+      if (fifo_head && fifo_head->write()) return pop();  // the writer's grant passes straight on
       return process(true);
     }
     uint64_t w = word.load(std::memory_order_relaxed);
@@ -173,7 +174,7 @@ struct alignas(64) VarSlot {
   VarLink* process(bool holding_w) {
     for (;;) {
       if (fifo_head) {
-        if (fifo_head->write) {
+        if (fifo_head->write()) {
           if (!holding_w) word.fetch_or(kWriter, std::memory_order_acq_rel);
           return pop();
         }
@@ -191,7 +192,7 @@ struct alignas(64) VarSlot {
       // The inbox is not empty and only this processor empties it, so inbox_oldest is this
       // generation's first link. A writer there is granted in the same CAS that takes the inbox.
       VarLink* oldest = inbox_oldest;
-      bool writer = oldest->write;
+      bool writer = oldest->write();
       uint64_t next = writer ? ((w & ~kInboxMask) | kWriter) : (w & ~kInboxMask);
       if (!word.compare_exchange_weak(w, next, std::memory_order_acq_rel,
                                       std::memory_order_relaxed)) {
@@ -210,7 +211,7 @@ struct alignas(64) VarSlot {
     uint64_t k = 0;
     uint64_t w;
     for (;;) {
-      while (fifo_head && !fifo_head->write && k < kMaxReaders) {
+      while (fifo_head && !fifo_head->write() && k < kMaxReaders) {
         VarLink* l = pop();
         if (granted_tail) {
           granted_tail->next.store(l, std::memory_order_relaxed);
@@ -228,7 +229,7 @@ struct alignas(64) VarSlot {
       if (fifo_head || !youngest || k >= kMaxReaders) break;
       // Read before the CAS: once the inbox is empty, the next pusher rewrites inbox_oldest.
       VarLink* oldest = inbox_oldest;
-      if (oldest->write) break;
+      if (oldest->write()) break;
       if (word.compare_exchange_weak(w, w & ~kInboxMask, std::memory_order_acq_rel,
                                      std::memory_order_relaxed)) {
         append_segment(oldest, youngest);
@@ -257,13 +258,13 @@ void settle_grants(VarLink* granted, OnReady&& on_ready) {
   // earlier loads: fetched one by one, a group of readers would pay its misses in series.
   if (granted && granted->next.load(std::memory_order_relaxed)) {
     for (VarLink* l = granted; l; l = l->next.load(std::memory_order_relaxed)) {
-      prefetch_for_write(&l->op->wait);
+      prefetch_for_write(&l->op()->wait);
     }
   }
   while (granted) {
     VarLink* l = granted;
     granted = l->next.load(std::memory_order_relaxed);
-    OpBlock* op = l->op;
+    OpBlock* op = l->op();
     if (op->wait.fetch_sub(1, std::memory_order_acq_rel) == 1) on_ready(op);
   }
 }
