@@ -213,3 +213,74 @@ Test(throttle, a_small_window_is_held_within_an_eighth_of_it) {
   }
   ST(ordo_engine_destroy(e), ORDO_OK);
 }
+
+/* Past 64 pushing threads, the extra ones share one lane under a lock; the window must hold for
+ * them too. 64 threads each push once (each keeps its lane while it lives), one of them a
+ * deferred op that blocks var v; then this thread, the 65th, pushes behind it. */
+enum { kLaneHolders = 64 };
+
+typedef struct {
+  ordo_engine* e;
+  ordo_var own;
+  ordo_var blocked; /* thread 0 pushes the gate on it */
+  tu_deferred* gate;
+  pthread_barrier_t* pushed;
+  pthread_barrier_t* leave;
+} lane_holder;
+
+static void* hold_a_lane(void* arg) {
+  lane_holder* h = arg;
+  static atomic_int holders_ran;
+  ordo_status s = h->gate
+                      ? ordo_opr_push(h->e, tu_defer_fn, h->gate, NULL, 0, &h->blocked, 1, NULL)
+                      : ordo_opr_push(h->e, tu_count_fn, &holders_ran, NULL, 0, &h->own, 1, NULL);
+  if (s != ORDO_OK) abort(); /* the main thread's counts would then be off */
+  pthread_barrier_wait(h->pushed);
+  pthread_barrier_wait(h->leave);
+  return NULL;
+}
+
+Test(throttle, the_window_holds_for_pushers_past_the_last_lane) {
+  enum { kSmall = 64, kPushes = 200 };
+  ordo_engine* e = make_engine(kSmall);
+  ordo_var v;
+  ST(ordo_var_new(e, &v), ORDO_OK);
+  tu_deferred gate;
+  tu_deferred_init(&gate);
+  pthread_barrier_t pushed, leave;
+  cr_assert_eq(pthread_barrier_init(&pushed, NULL, kLaneHolders + 1), 0);
+  cr_assert_eq(pthread_barrier_init(&leave, NULL, kLaneHolders + 1), 0);
+  static lane_holder holders[kLaneHolders];
+  pthread_t threads[kLaneHolders];
+  for (int i = 0; i < kLaneHolders; i++) {
+    holders[i] = (lane_holder){e, 0, v, i == 0 ? &gate : NULL, &pushed, &leave};
+    ST(ordo_var_new(e, &holders[i].own), ORDO_OK);
+    cr_assert_eq(pthread_create(&threads[i], NULL, hold_a_lane, &holders[i]), 0);
+  }
+  pthread_barrier_wait(&pushed);
+  ordo_completion c = tu_deferred_wait(&gate, 10000);
+  cr_assert_neq(c, 0, "the gate op never deferred");
+  atomic_int ran;
+  atomic_init(&ran, 0);
+  int slow = 0;
+  for (int i = 0; i < kPushes; i++) {
+    uint64_t t0 = tu_now_ns();
+    ST(ordo_opr_push(e, tu_count_fn, &ran, NULL, 0, &v, 1, NULL), ORDO_OK);
+    if (tu_now_ns() - t0 >= 500000) ++slow; /* slept: the throttle's bound is about 1 ms */
+  }
+  cr_assert_eq(atomic_load(&ran), 0, "ops ran behind an uncompleted writer");
+  ST(ordo_complete(c, 0, NULL), ORDO_OK);
+  ST(ordo_wait_for_all(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&ran), kPushes);
+  /* As in the test above: the window is full from about push 63 on, and a check every 8 pushes
+   * finds it so some 17 times. */
+  cr_assert_geq(slow, 10,
+                "%d of %d pushes from a thread past the last lane slept behind a blocked op: the "
+                "window of %d was not enforced for it",
+                slow, kPushes, kSmall);
+  pthread_barrier_wait(&leave);
+  for (int i = 0; i < kLaneHolders; i++) pthread_join(threads[i], NULL);
+  pthread_barrier_destroy(&pushed);
+  pthread_barrier_destroy(&leave);
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}

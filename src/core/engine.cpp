@@ -362,6 +362,11 @@ ordo_status Engine::push_internal(OpKind kind, ordo_var v, bool write, void* int
 void Engine::throttle(PushLane* lane) {
   const int64_t low = throttle_low();
   if (cfg_.pushers_help && help_while_throttled(lane, low)) return;
+  wait_for_window(low);
+}
+
+// Sleeps until at most `low` ops are pending, or about 1 ms has passed.
+void Engine::wait_for_window(int64_t low) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
   for (;;) {
     uint32_t key = throttle_wake_.prepare_wait();
@@ -456,7 +461,12 @@ ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef
     if (shared) shared_lane_lock_.unlock();
     return status;
   }
-  if (shared) shared_lane_lock_.unlock();
+  bool check_shared_window = false;  // see throttle_shared()
+  if (shared) {
+    check_shared_window = ++lane->since_throttle_check >= throttle_check_every_;
+    if (check_shared_window) lane->since_throttle_check = 0;
+    shared_lane_lock_.unlock();
+  }
   fill(op, spec, group);
   bool ready = false;
   if (ordo_status s = enqueue_on_vars(op, refs, n, &ready)) {
@@ -472,8 +482,21 @@ ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef
       dispatch(op, nullptr, shared ? 0 : static_cast<size_t>(lane - lanes_.get()));
     }
   }
-  if (!shared && ++lane->since_throttle_check >= throttle_check_every_) check_throttle(lane);
+  if (shared) {
+    if (check_shared_window) throttle_shared();
+  } else if (++lane->since_throttle_check >= throttle_check_every_) {
+    check_throttle(lane);
+  }
   return ORDO_OK;
+}
+
+// The throttle for threads that found every lane taken (more pushing threads than
+// kExternalLanes): they share one lane, and so its count of pushes since the last check, but
+// never its helping state (a helper counts completions on its own lane); a full window makes
+// them wait, as it makes any pusher wait.
+void Engine::throttle_shared() {
+  if (cfg_.max_pending <= 0 || called_from_inside()) return;
+  if (pending_now() >= cfg_.max_pending) wait_for_window(throttle_low());
 }
 
 // Applies the submission throttle every throttle_check_every_ pushes of a lane.

@@ -109,6 +109,8 @@ class Engine {
   ordo_status push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n);
   ordo_status push_internal(OpKind kind, ordo_var v, bool write, void* internal);
   void throttle(PushLane* lane);
+  void wait_for_window(int64_t low);
+  void throttle_shared();
   template <class F>
   void as_helper(PushLane* lane, F&& run);
   bool help_while_throttled(PushLane* lane, int64_t low);
