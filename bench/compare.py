@@ -10,7 +10,8 @@ Input lines (bench/bench_common.h defines the first four; other lines are ignore
   SKIP   <system> <workload|-> <reason...>
   CHOL   <system> <n> <tile> <gflops> <seconds>      tiled Cholesky
   GEMMREF <label> <gflops>                           dgemm reference rates for Cholesky
-  FAIL   <program> <reason...>                       written by bench/run.sh
+  FAIL   <program> <reason...>                       written by bench/run.sh (for one workload's
+                                                     process: <reason> starts with --only <letter>)
   MACHINE <key> <value...> / ARGS <flags...>         written by bench/run.sh
   ROUND  <n>                                         bench/run.sh --rounds: lines after it
                                                      belong to round n (1 when absent)
@@ -47,6 +48,7 @@ class Run:
         self.eff = {}  # system -> {grain_ns: efficiency}
         self.skips = []  # (system, workload, reason)
         self.fails = []  # (program, reason)
+        self.workload_fails = {}  # (family, workload) -> reason: one workload's process failed
         self.chol = []  # (system, n, tile, gflops, seconds)
         self.gemmref = []  # (label, gflops)
         self.machine = []  # (key, value)
@@ -124,6 +126,9 @@ def parse(lines):
                 run.gemm_rounds.setdefault(f[1], []).append(float(f[2]))
             elif kind == "FAIL" and len(f) >= 2:
                 run.fails.append((f[1], " ".join(f[2:])))
+                failed = workload_of_failure(f[1], f[2:])
+                if failed:
+                    run.workload_fails[failed] = " ".join(f[2:])
             elif kind == "MACHINE" and len(f) >= 2:
                 run.machine.append((f[1], " ".join(f[2:])))
             elif kind == "ARGS":
@@ -196,6 +201,17 @@ def print_header(run):
     print()
 
 
+def workload_of_failure(program, words):
+    """bench/run.sh runs each A-F program once per workload ("FAIL bench_gomp --only C timed out
+    ..."): the runtime family and the workload whose cells that failure leaves empty."""
+    if not program.startswith("bench_"):
+        return None
+    words = [w for w in words if w != "--pushers-help"]
+    if len(words) >= 2 and words[0] == "--only" and len(words[1]) == 1:
+        return (program[len("bench_"):], words[1])
+    return None
+
+
 def skip_reason(run, system, workload):
     for s, w, reason in run.skips:
         if s == system and w in (workload, "-"):
@@ -222,6 +238,8 @@ def print_workloads(run):
                 rows.append([label, s, ns(r[0]), f"[{ns(r[1])} - {ns(r[2])}]", ratio(r[0], base)])
             elif skip_reason(run, s, w) is not None:
                 rows.append([label, s, "SKIP", "(see notes)", ""])
+            elif (family(s), w) in run.workload_fails:
+                rows.append([label, s, "FAIL", "(see notes)", ""])
             else:
                 continue
             first = False

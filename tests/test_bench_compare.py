@@ -116,5 +116,32 @@ class SeveralRounds(unittest.TestCase):
                                        "2/3"])
 
 
+class OneWorkloadFailed(unittest.TestCase):
+    """bench/run.sh runs each workload in its own process: when one times out, the runtime's other
+    workloads stay, and its cell for that workload says FAIL rather than vanishing."""
+
+    LINES = """
+RESULT ordo C 60.0 59.0 61.0
+RESULT ordo D 90.0 89.0 91.0
+RESULT gomp D 500.0 490.0 510.0
+FAIL bench_gomp --only C timed out after 900s
+"""
+
+    def test_the_failed_cell_is_marked_and_the_others_stay(self):
+        run = parse(self.LINES)
+        self.assertEqual(run.workload_fails[("gomp", "C")], "--only C timed out after 900s")
+        self.assertEqual(run.results[("gomp", "D")], (500.0, 490.0, 510.0))
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            compare.print_workloads(run)
+        rows = [line.split() for line in out.getvalue().splitlines()]
+        self.assertIn(["gomp", "FAIL", "(see", "notes)"], rows)
+        self.assertTrue(any(r[:2] == ["gomp", "500"] for r in rows))
+
+    def test_a_whole_program_failing_marks_no_cell(self):
+        run = parse("RESULT ordo A 50.0 49.0 52.0\nFAIL bench_gomp exited with status 1\n")
+        self.assertEqual(run.workload_fails, {})
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=1)
