@@ -12,12 +12,13 @@
 #   systems; the table then gives medians over rounds and how many rounds ordo won.
 #   --systems "ordo gomp tbb" runs only the programs named (bench_NAME, cholesky_NAME; ordo's
 #   are bench_ordo and the cholesky demo). Each A-F program runs once per workload, in a process
-#   of its own, so that a runtime that takes too long on one workload (libgomp's C grows far
-#   faster than its op count: 0.8 s at 200,000 ops, 148 s at 400,000) loses that cell only.
+#   of its own, so that a runtime that takes too long on one workload (one repetition of
+#   libgomp's C: 0.8 s at 200,000 ops, 148 s at 400,000, 62 s at 1,000,000) loses that cell only.
 #   BENCH_TIMEOUT (env, seconds, default 900) bounds each of those processes and each Cholesky
 #   program.
 # Output: the table on stdout (also saved as BUILD/bench-table.txt), progress on stderr, the raw
-# lines in BUILD/bench-results.txt (`bench/compare.py BUILD/bench-results.txt` re-prints it).
+# lines in BUILD/bench-results.txt (`bench/compare.py BUILD/bench-results.txt` re-prints it);
+# BENCH_OUT (env, a directory) puts both files there instead (the test smoke run does).
 # A peer that is missing, fails or times out is reported in the table; it never stops the run.
 set -uo pipefail
 
@@ -88,7 +89,8 @@ fi
 meson compile -C "$build" -j "${JOBS:-2}" >/dev/null || log "the build failed; running what was built"
 build=$(cd "$build" && pwd) # absolute: the Cholesky programs run inside it
 
-raw="$build/bench-results.txt"
+out_dir=${BENCH_OUT:-$build}
+raw="$out_dir/bench-results.txt"
 : >"$raw"
 
 # The cache-line round trip between two cores (bench/core_latency.c says why it matters).
@@ -210,5 +212,5 @@ for ((r = 0; r < rounds; r++)); do
 done
 
 core_rtt after >>"$raw"
-python3 "$here/compare.py" "$raw" | tee "$build/bench-table.txt"
-log "raw lines: $raw, table: $build/bench-table.txt"
+python3 "$here/compare.py" "$raw" | tee "$out_dir/bench-table.txt"
+log "raw lines: $raw, table: $out_dir/bench-table.txt"

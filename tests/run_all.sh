@@ -30,6 +30,13 @@ rm -rf "$demo_dir"
 
 echo "== bench/compare.py: one run and several interleaved rounds"
 python3 "$here/test_bench_compare.py"
+echo "== bench smoke: ordo's side of the suite through bench/run.sh (make bench adds the peers)"
+bench_dir=$(mktemp -d)
+BENCH_OUT=$bench_dir bash "$here/../bench/run.sh" "$build" --no-install --no-cholesky \
+  --systems ordo --ops 2000 --reps 1 >/dev/null 2>"$bench_dir/progress.txt" ||
+  { cat "$bench_dir/progress.txt" >&2; exit 1; }
+python3 "$here/check_bench_table.py" "$bench_dir/bench-table.txt"
+rm -rf "$bench_dir"
 
 echo "== the suite under ASan+UBSan (Criterion) and TSan (Criterion shim), in $build-asan, $build-tsan"
 bash "$here/run_sanitizers.sh" "$build"
