@@ -73,10 +73,12 @@ ordo_engine_config default_engine_config() {
   return c;
 }
 
-// Validates fn, lists and opts shared by ordo_opr_push and ordo_opr_new; fills `spec`.
-ordo_status make_spec(const char* fn_name, ordo_fn fn, void* user_data, const ordo_var* cv,
-                      size_t nc, const ordo_var* mv, size_t nm, const ordo_push_opts* opts,
-                      OpSpec* spec) {
+// Validates fn, lists and opts shared by ordo_opr_push and ordo_opr_new; fills `spec`. Inlined:
+// it is on every push, and its error messages are built out of line.
+[[gnu::always_inline]] inline ordo_status make_spec(const char* fn_name, ordo_fn fn,
+                                                    void* user_data, const ordo_var* cv, size_t nc,
+                                                    const ordo_var* mv, size_t nm,
+                                                    const ordo_push_opts* opts, OpSpec* spec) {
   // One test for the common case of valid arguments; the messages come from the slow path.
   if (!fn || (nc != 0 && !cv) || (nm != 0 && !mv) || (nc | nm) > kMaxListLength) {
     if (!fn) return null_arg(fn_name, "fn");

@@ -7,30 +7,31 @@
 
 namespace ordo {
 
+EngineSlot g_engine_slots[kMaxEngines];
+
 namespace {
 
-EngineSlot g_slots[kMaxEngines];
 std::mutex g_create_mutex;  // engine creation only
 uint32_t g_cursor = 0;
 
 EngineSlot* slot_of(ordo_engine* e) {
   auto p = reinterpret_cast<uintptr_t>(e);
-  auto base = reinterpret_cast<uintptr_t>(&g_slots[0]);
-  if (p < base || p >= base + sizeof g_slots || (p - base) % sizeof(EngineSlot) != 0) {
+  auto base = reinterpret_cast<uintptr_t>(&g_engine_slots[0]);
+  if (p < base || p >= base + sizeof g_engine_slots || (p - base) % sizeof(EngineSlot) != 0) {
     return nullptr;
   }
   return reinterpret_cast<EngineSlot*>(e);
 }
 
 uint32_t tag_of(const EngineSlot* s) {
-  return static_cast<uint32_t>(s - g_slots) + 1;
+  return static_cast<uint32_t>(s - g_engine_slots) + 1;
 }
 
 // Reserves a free slot (refs 0 -> 1), or nullptr when all are in use.
 EngineSlot* reserve_slot() {
   std::lock_guard<std::mutex> g(g_create_mutex);
   for (uint32_t n = 0; n < kMaxEngines; ++n) {
-    EngineSlot* s = &g_slots[(g_cursor + n) % kMaxEngines];
+    EngineSlot* s = &g_engine_slots[(g_cursor + n) % kMaxEngines];
     if (s->refs.load(std::memory_order_acquire) == 0 &&
         s->engine.load(std::memory_order_acquire) == nullptr) {
       s->refs.store(1, std::memory_order_release);
@@ -43,22 +44,17 @@ EngineSlot* reserve_slot() {
 
 }  // namespace
 
-ordo_status resolve_engine(ordo_engine* e, Engine** out, EngineSlot** slot_out) {
+ordo_status bad_engine_handle(ordo_engine* e) {
   if (!e) return fail(ORDO_ERR_INVALID_ARGUMENT, "the engine pointer is NULL");
-  EngineSlot* s = slot_of(e);
-  if (!s) return fail(ORDO_ERR_INVALID_HANDLE, "%p is not an engine created by ordo", (void*)e);
-  Engine* engine = s->engine.load(std::memory_order_acquire);
-  if (!engine || s->refs.load(std::memory_order_acquire) == 0) {
-    return fail(ORDO_ERR_INVALID_HANDLE,
-                "engine %p has been destroyed and its last reference released", (void*)e);
+  if (!slot_of(e)) {
+    return fail(ORDO_ERR_INVALID_HANDLE, "%p is not an engine created by ordo", (void*)e);
   }
-  *out = engine;
-  if (slot_out) *slot_out = s;
-  return ORDO_OK;
+  return fail(ORDO_ERR_INVALID_HANDLE,
+              "engine %p has been destroyed and its last reference released", (void*)e);
 }
 
 EngineSlot* slot_for_tag(uint32_t tag) {
-  return (tag >= 1 && tag <= kMaxEngines) ? &g_slots[tag - 1] : nullptr;
+  return (tag >= 1 && tag <= kMaxEngines) ? &g_engine_slots[tag - 1] : nullptr;
 }
 
 ordo_status create_engine(const EngineConfig& cfg, ordo_engine** out) {
