@@ -43,6 +43,8 @@ inline ordo_status resolve_engine(ordo_engine* e, Engine** out, EngineSlot** slo
       return ORDO_OK;
     }
   }
+  *out = nullptr;  // never left unset, whatever the caller then reads
+  if (slot_out) *slot_out = nullptr;
   return bad_engine_handle(e);
 }
 // The slot for a handle tag (1-based), or nullptr.
