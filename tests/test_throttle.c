@@ -187,13 +187,13 @@ Test(throttle, a_small_window_is_held_within_an_eighth_of_it) {
   cr_assert_neq(c, 0, "the gate op never deferred");
   atomic_int ran;
   atomic_init(&ran, 0);
-  int first_slow = -1, slow = 0;
+  int slow = 0, slow_once_full = 0;
   for (int i = 0; i < kPushes; i++) {
     uint64_t t0 = tu_now_ns();
     ST(ordo_opr_push(e, tu_count_fn, &ran, NULL, 0, &v, 1, NULL), ORDO_OK);
     if (tu_now_ns() - t0 >= 500000) { /* slept: the throttle's bound is about 1 ms */
-      if (first_slow < 0) first_slow = i;
       ++slow;
+      if (i >= kSmall + kSmall / 8) ++slow_once_full;
     }
   }
   cr_assert_eq(atomic_load(&ran), 0, "ops ran behind an uncompleted writer");
@@ -201,16 +201,12 @@ Test(throttle, a_small_window_is_held_within_an_eighth_of_it) {
   ST(ordo_wait_for_all(e), ORDO_OK);
   cr_assert_eq(atomic_load(&ran), kPushes);
   /* 1 + i ops are pending at push i: the window is full from push 63 on, and a check every
-   * kSmall / 8 = 8 pushes finds it so by push 71; about 17 checks find it full in all. Under
-   * valgrind any push may be slow, so only the lower bounds hold there. */
-  cr_assert(first_slow >= 0 && slow >= 10,
-            "%d of %d pushes behind a blocked op slept (the first: push %d): a window of %d was "
-            "not enforced",
-            slow, kPushes, first_slow, kSmall);
-  if (!tu_under_valgrind()) {
-    cr_assert(first_slow >= kSmall - 2 && first_slow <= kSmall + kSmall / 8,
-              "the first throttled push was push %d, for a window of %d", first_slow, kSmall);
-  }
+   * kSmall / 8 = 8 pushes finds it so from push 71 on, 16 times in pushes 72-199. Only lower
+   * bounds are checked: on a loaded machine (or under a sanitizer) any push may be slow. */
+  cr_assert(slow_once_full >= 12,
+            "%d of the %d pushes made once the window of %d was full slept (%d in all): the "
+            "window was not enforced every %d pushes",
+            slow_once_full, kPushes - (kSmall + kSmall / 8), kSmall, slow, kSmall / 8);
   ST(ordo_engine_destroy(e), ORDO_OK);
 }
 
