@@ -461,12 +461,9 @@ ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef
     if (shared) shared_lane_lock_.unlock();
     return status;
   }
-  bool check_shared_window = false;  // see throttle_shared()
-  if (shared) {
-    check_shared_window = ++lane->since_throttle_check >= throttle_check_every_;
-    if (check_shared_window) lane->since_throttle_check = 0;
-    shared_lane_lock_.unlock();
-  }
+  // Counted here, under the shared lane's lock when the lane is shared.
+  const bool check_window = lane->throttle_check_due(throttle_check_every_);
+  if (shared) shared_lane_lock_.unlock();
   fill(op, spec, group);
   bool ready = false;
   if (ordo_status s = enqueue_on_vars(op, refs, n, &ready)) {
@@ -482,28 +479,20 @@ ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef
       dispatch(op, nullptr, shared ? 0 : static_cast<size_t>(lane - lanes_.get()));
     }
   }
-  if (shared) {
-    if (check_shared_window) throttle_shared();
-  } else if (++lane->since_throttle_check >= throttle_check_every_) {
-    check_throttle(lane);
-  }
+  if (check_window) check_throttle(lane, shared);
   return ORDO_OK;
 }
 
-// The throttle for threads that found every lane taken (more pushing threads than
-// kExternalLanes): they share one lane, and so its count of pushes since the last check, but
-// never its helping state (a helper counts completions on its own lane); a full window makes
-// them wait, as it makes any pusher wait.
-void Engine::throttle_shared() {
-  if (cfg_.max_pending <= 0 || called_from_inside()) return;
-  if (pending_now() >= cfg_.max_pending) wait_for_window(throttle_low());
-}
-
-// Applies the submission throttle every throttle_check_every_ pushes of a lane.
-void Engine::check_throttle(PushLane* lane) {
-  lane->since_throttle_check = 0;
+// Applies the submission throttle every throttle_check_every_ pushes of a lane. Threads that
+// found every lane taken share one lane (and its count of pushes), but never help: a helper
+// counts completions on a lane of its own; a full window makes them wait like any pusher.
+void Engine::check_throttle(PushLane* lane, bool shared) {
   if (cfg_.max_pending <= 0 || called_from_inside()) return;
   const int64_t pending = pending_now();
+  if (shared) {
+    if (pending >= cfg_.max_pending) wait_for_window(throttle_low());
+    return;
+  }
   if (cfg_.pushers_help) {
     if (pending >= cfg_.max_pending) {
       lane->runs_ready_ops = true;

@@ -110,12 +110,11 @@ class Engine {
   ordo_status push_internal(OpKind kind, ordo_var v, bool write, void* internal);
   void throttle(PushLane* lane);
   void wait_for_window(int64_t low);
-  void throttle_shared();
   template <class F>
   void as_helper(PushLane* lane, F&& run);
   bool help_while_throttled(PushLane* lane, int64_t low);
   bool run_on_pusher(OpBlock* op, PushLane* lane);
-  void check_throttle(PushLane* lane);
+  void check_throttle(PushLane* lane, bool shared);
   int64_t pending_now() const;
   // A throttled pusher waits until at most this many ops are pending.
   int64_t throttle_low() const { return cfg_.max_pending / 2; }

@@ -45,6 +45,12 @@ struct alignas(64) PushLane {
   void uncount_push() {
     pushed.store(pushed.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
   }
+  // Counts a push toward the next throttle check; true (and the count restarts) when it is due.
+  bool throttle_check_due(int64_t every) {
+    if (++since_throttle_check < every) return false;
+    since_throttle_check = 0;
+    return true;
+  }
 };
 
 // The lane the calling (non-worker) thread owns in `engine`, claiming one if needed; nullptr
