@@ -14,15 +14,6 @@ namespace {
 std::mutex g_create_mutex;  // engine creation only
 uint32_t g_cursor = 0;
 
-EngineSlot* slot_of(ordo_engine* e) {
-  auto p = reinterpret_cast<uintptr_t>(e);
-  auto base = reinterpret_cast<uintptr_t>(&g_engine_slots[0]);
-  if (p < base || p >= base + sizeof g_engine_slots || (p - base) % sizeof(EngineSlot) != 0) {
-    return nullptr;
-  }
-  return reinterpret_cast<EngineSlot*>(e);
-}
-
 uint32_t tag_of(const EngineSlot* s) {
   return static_cast<uint32_t>(s - g_engine_slots) + 1;
 }

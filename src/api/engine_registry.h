@@ -21,21 +21,26 @@ struct alignas(32) EngineSlot {
 
 constexpr uint32_t kMaxEngines = 65535;  // tags are 16 bits, 0 excluded
 
-// The table itself (engine_registry.cpp); read here only by resolve_engine's fast path.
+// The table itself (engine_registry.cpp); read here by slot_of, on every call's fast path.
 extern EngineSlot g_engine_slots[kMaxEngines];
 
 // Says why `e` names no live engine: INVALID_ARGUMENT (NULL) or INVALID_HANDLE (not ours, or
 // freed), with the message.
 ordo_status bad_engine_handle(ordo_engine* e);
 
-// ORDO_OK with *out set, or INVALID_ARGUMENT (NULL) / INVALID_HANDLE (not ours, or freed).
-// Inline: every call into ordo starts here, and a push is a few hundred instructions in all.
-inline ordo_status resolve_engine(ordo_engine* e, Engine** out, EngineSlot** slot_out = nullptr) {
+// The slot `e` points at, or nullptr when it points at none (NULL, made up, misaligned).
+inline EngineSlot* slot_of(ordo_engine* e) {
   // One unsigned compare rejects addresses below the table too (the difference wraps).
   const uintptr_t offset =
       reinterpret_cast<uintptr_t>(e) - reinterpret_cast<uintptr_t>(&g_engine_slots[0]);
-  if (offset < sizeof g_engine_slots && offset % sizeof(EngineSlot) == 0) {
-    EngineSlot* s = reinterpret_cast<EngineSlot*>(e);
+  if (offset >= sizeof g_engine_slots || offset % sizeof(EngineSlot) != 0) return nullptr;
+  return reinterpret_cast<EngineSlot*>(e);
+}
+
+// ORDO_OK with *out set, or INVALID_ARGUMENT (NULL) / INVALID_HANDLE (not ours, or freed).
+// Inline: every call into ordo starts here, and a push is a few hundred instructions in all.
+inline ordo_status resolve_engine(ordo_engine* e, Engine** out, EngineSlot** slot_out = nullptr) {
+  if (EngineSlot* s = slot_of(e)) {
     Engine* engine = s->engine.load(std::memory_order_acquire);
     if (engine && s->refs.load(std::memory_order_acquire) != 0) {
       *out = engine;
