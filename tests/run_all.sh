@@ -35,7 +35,7 @@ bench_dir=$(mktemp -d)
 BENCH_OUT=$bench_dir bash "$here/../bench/run.sh" "$build" --no-install --no-cholesky \
   --systems ordo --ops 2000 --reps 1 >/dev/null 2>"$bench_dir/progress.txt" ||
   { cat "$bench_dir/progress.txt" >&2; exit 1; }
-python3 "$here/check_bench_table.py" "$bench_dir/bench-table.txt"
+python3 "$here/check_bench_results.py" "$bench_dir/bench-results.txt"
 rm -rf "$bench_dir"
 
 echo "== the suite under ASan+UBSan (Criterion) and TSan (Criterion shim), in $build-asan, $build-tsan"

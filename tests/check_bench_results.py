@@ -1,0 +1,36 @@
+#!/usr/bin/env python3
+"""Checks the raw lines of the bench smoke run in tests/run_all.sh, read by bench/compare.py's own
+parser: every A-E workload has a result for ordo and ordo-help (each ran in a process of its
+own), F has efficiencies for both, and no program failed. Usage: check_bench_results.py RAW_FILE"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import compare  # noqa: E402
+
+SYSTEMS = ("ordo", "ordo-help")
+
+
+def problems_in(run):
+    found = [f"{w}: no result for {s}" for w in compare.WORKLOADS for s in SYSTEMS
+             if (s, w) not in run.results]
+    found += [f"F: no efficiencies for {s}" for s in SYSTEMS if not run.eff.get(s)]
+    found += [f"FAIL {program}: {reason}" for program, reason in run.fails]
+    return found
+
+
+def main(path):
+    with open(path) as f:
+        problems = problems_in(compare.parse(f.readlines()))
+    if problems:
+        print(f"check_bench_results: {path}:", file=sys.stderr)
+        for p in problems:
+            print(f"  {p}", file=sys.stderr)
+        return 1
+    print("bench smoke: every workload ran for ordo and ordo-help, and nothing failed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]) if len(sys.argv) == 2 else 2)
