@@ -291,12 +291,6 @@ class Session {
   OpRecord* new_op_record(Behaviour behaviour, int32_t code, int32_t child_code);
   void link_preds(OpRecord* r, const std::vector<Access>& access);
   void record_push(OpRecord* r, const std::vector<Access>& access);
-  // Indexes a record by its model node, for link_preds.
-  void note_node(OpRecord* r) {
-    if (r->node < 0) return;
-    if (record_of_node_.size() <= static_cast<size_t>(r->node)) record_of_node_.resize(r->node + 1);
-    record_of_node_[r->node] = r;
-  }
   Behaviour pick_behaviour() {
     return static_cast<Behaviour>(in_.below(static_cast<uint32_t>(Behaviour::kCount)));
   }
@@ -552,7 +546,8 @@ void Session::record_push(OpRecord* r, const std::vector<Access>& access) {
   r->pushed = true;
   int32_t child_code = r->child ? r->child->code : 0;
   r->node = model_.push(NodeKind::kUser, access, r->behaviour, r->code, child_code);
-  note_node(r);
+  record_of_node_.resize(r->node + 1);  // a push makes the model's newest node
+  record_of_node_[r->node] = r;
   for (const Access& a : access) settled_[a.var] = false;
 }
 
