@@ -9,7 +9,7 @@
  * LLVM's libomp (system "libomp"); CHOLESKY_OMP_SYSTEM names the build.
  *
  * Usage: cholesky_omp [--n N] [--tile T] [--threads T] [--reps R] [--warmup W] [--no-check]
- *                     [--prio none|critical|panel]
+ *                     [--prio none|critical|panel] [--trsm inverse|solve]
  * Prints CHOL <system> <n> <tile> <gflops> <seconds> (median of the reps). Timed: the parallel
  * region, from before its start to after its end (the team already exists: an untimed empty
  * region runs first). Task priorities need OMP_MAX_TASK_PRIORITY >= 1, which libgomp reads

@@ -6,7 +6,7 @@
  * OpenCL); the main thread only submits and waits, as in the ordo version.
  *
  * Usage: cholesky_starpu [--n N] [--tile T] [--threads T] [--reps R] [--warmup W] [--no-check]
- *                        [--prio none|critical|panel] [--sched LIST]
+ *                        [--prio none|critical|panel] [--trsm inverse|solve] [--sched LIST]
  * LIST: comma-separated scheduling policies, default eager,prio,lws,dmda,dmdas; each gets one
  * StarPU init (untimed), --warmup untimed and --reps timed factorizations, and one line
  *   CHOL starpu-<sched> <n> <tile> <gflops> <seconds>     (median of the reps)
@@ -131,10 +131,12 @@ static int insert_op(void* ctx, const chol_op* op) {
 static void register_tiles(const chol_matrix* m, starpu_data_handle_t* handles) {
   for (int i = 0; i < m->nt; i++) {
     for (int j = 0; j <= i; j++) {
-      int rows = chol_rows(m, i);
+      /* A diagonal tile's handle covers its second half too: the inverse that potrf writes
+       * and trsm reads under --trsm inverse (no codelet takes a size from a diagonal NY). */
+      int rows = chol_rows(m, i), cols = chol_rows(m, j) * (i == j ? 2 : 1);
       starpu_matrix_data_register(&handles[i * m->nt + j], STARPU_MAIN_RAM,
                                   (uintptr_t)chol_tile(m, i, j), (uint32_t)rows, (uint32_t)rows,
-                                  (uint32_t)chol_rows(m, j), sizeof(double));
+                                  (uint32_t)cols, sizeof(double));
     }
   }
 }

@@ -7,9 +7,10 @@
  * and OpenMP versions in bench/ (cholesky_common.h), so the three can be compared.
  *
  * Usage: cholesky [--n N] [--tile T] [--threads T] [--trace PATH] [--no-check]
- *                 [--reps R] [--warmup W] [--prio none|critical|panel]
+ *                 [--reps R] [--warmup W] [--prio none|critical|panel] [--trsm inverse|solve]
  * Defaults: N 4096, tile 256, one worker per online CPU, trace in ./cholesky-trace.json
- * (--trace "" for none), one timed run, no warm-up, critical-path priorities.
+ * (--trace "" for none), one timed run, no warm-up, critical-path priorities, trsm by the
+ * inverse of the diagonal tile's factor (cholesky_common.h says why).
  *
  * Output: progress on stderr; on stdout the timing, the residual check (PASS/FAIL), the dgemm
  * references and, last, the machine-readable lines
@@ -167,8 +168,9 @@ int main(int argc, char** argv) {
   long total = chol_op_count(m.nt);
   printf(
       "ordo %s: tiled Cholesky, N=%d, tile %d (%dx%d tiles, %ld ops), %d workers, "
-      "priorities: %s\n",
-      ordo_version_string(), a.n, a.tile, m.nt, m.nt, total, a.threads, chol_prio_name(a.prio));
+      "priorities: %s, trsm by %s\n",
+      ordo_version_string(), a.n, a.tile, m.nt, m.nt, total, a.threads, chol_prio_name(a.prio),
+      chol_trsm_name(a.trsm));
   fflush(stdout);
 
   ordo_engine* e = create_engine(&a, trace_path);
