@@ -29,6 +29,8 @@ for trsm in solve inverse; do
   "$build/examples/cholesky" --n 300 --tile 37 --threads 2 --trsm "$trsm" --trace ""
 done
 "$build/examples/cholesky" --n 512 --tile 64 --threads 2 --trsm solve --trace ""
+echo "== the Cholesky kernels alone (bench/cholesky_kernels), small"
+"$build/bench/cholesky_kernels" --n 512 --tile 64 --calls 5
 echo "== the trace timeline picture (tools/trace_png.py), on that trace and on made-up ones"
 python3 "$here/test_trace_png.py" "$demo_dir/trace.json"
 rm -rf "$demo_dir"
