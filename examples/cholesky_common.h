@@ -466,12 +466,39 @@ static inline int chol_invert_lower(double* l, int n, int ld) {
  * them: ordo and OpenMP with the matrix's tile pointers, StarPU with its codelet buffers. Sizes:
  * mi rows of the output (and of A_ik), mj rows of A_jk, nk the order of A_kk. A diagonal tile
  * is followed by room for its factor's inverse (chol_matrix_alloc), which potrf fills and trsm
- * reads under --trsm inverse. */
+ * reads under --trsm inverse. Each kernel reads its tiles first (chol_warm), inside its timing. */
+/* Whether each kernel first reads its tiles (chol_warm). On in every Cholesky program;
+ * bench/cholesky_kernels turns it off to measure what it is worth. Set before any op runs. */
+static int chol_warm_tiles = 1;
+
+/* Where chol_warm leaves its sum, so that the loads cannot be optimized away; per thread, so
+ * that workers warming tiles at once do not share (or race on) a line. */
+static _Thread_local volatile double chol_warm_sink;
+
+/* Reads one double of every cache line of a tile (`count` doubles), eight independent loads
+ * per step. Why: OpenBLAS's dgemm at tile 256 runs at 48-51 GFLOP/s on tiles in this core's
+ * L2 but at 38-40 on tiles that are not (the factorization's usual case: 68 MB of tiles, 2 MB
+ * of L2), as its packing and its C updates wait on one miss after another. A plain streaming
+ * read first, at full memory-level parallelism, brings a tile in for 10-20 us of the
+ * op's 700-800: cold dgemm 37.8 -> 45.1 GFLOP/s including the read (5 runs each), and the
+ * factorization 75.6-83.8 -> 80.5-85.7 GFLOP/s (6 alternated pairs). */
+static inline void chol_warm(const double* t, size_t count) {
+  if (!chol_warm_tiles) return;
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+  size_t i = 0;
+  for (; i + 64 <= count; i += 64) {
+    s0 += t[i], s1 += t[i + 8], s2 += t[i + 16], s3 += t[i + 24];
+    s4 += t[i + 32], s5 += t[i + 40], s6 += t[i + 48], s7 += t[i + 56];
+  }
+  for (; i < count; i += 8) s0 += t[i];
+  chol_warm_sink = s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7;
+}
 static inline size_t chol_inverse_offset(int nk) {
   return (size_t)nk * nk;
 }
 static inline int chol_potrf(double* akk, int nk) {
   long long t0 = chol_now_ns();
+  chol_warm(akk, (size_t)nk * nk);
   int info = LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', nk, akk, nk);
   if (info == 0 && chol_trsm_mode == CHOL_TRSM_INVERSE) {
     double* inverse = akk + chol_inverse_offset(nk);
@@ -483,23 +510,32 @@ static inline int chol_potrf(double* akk, int nk) {
 }
 static inline void chol_trsm(const double* lkk, double* aik, int mi, int nk) {
   long long t0 = chol_now_ns();
-  if (chol_trsm_mode == CHOL_TRSM_INVERSE) {
+  int inverse = chol_trsm_mode == CHOL_TRSM_INVERSE;
+  const double* factor = inverse ? lkk + chol_inverse_offset(nk) : lkk;
+  chol_warm(factor, (size_t)nk * nk);
+  chol_warm(aik, (size_t)mi * nk);
+  if (inverse) {
     cblas_dtrmm(CblasColMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, mi, nk, 1.0,
-                lkk + chol_inverse_offset(nk), nk, aik, mi);
+                factor, nk, aik, mi);
   } else {
-    cblas_dtrsm(CblasColMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, mi, nk, 1.0, lkk,
-                nk, aik, mi);
+    cblas_dtrsm(CblasColMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, mi, nk, 1.0,
+                factor, nk, aik, mi);
   }
   chol_count_kernel_since(t0);
 }
 static inline void chol_syrk(const double* aik, double* aii, int mi, int nk) {
   long long t0 = chol_now_ns();
+  chol_warm(aik, (size_t)mi * nk);
+  chol_warm(aii, (size_t)mi * mi);
   cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, mi, nk, -1.0, aik, mi, 1.0, aii, mi);
   chol_count_kernel_since(t0);
 }
 static inline void chol_gemm(const double* aik, const double* ajk, double* aij, int mi, int mj,
                              int nk) {
   long long t0 = chol_now_ns();
+  chol_warm(aik, (size_t)mi * nk);
+  chol_warm(ajk, (size_t)mj * nk);
+  chol_warm(aij, (size_t)mi * mj);
   cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, mi, mj, nk, -1.0, aik, mi, ajk, mj, 1.0, aij,
               mi);
   chol_count_kernel_since(t0);
