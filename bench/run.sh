@@ -161,8 +161,10 @@ fi
 if [ $cholesky = 1 ]; then
   n_before=${#programs[@]}
   [ -x "$build/examples/cholesky" ] && wanted cholesky && programs+=("$build/examples/cholesky")
-  for prog in "$build"/bench/cholesky_*; do
-    [ -f "$prog" ] && [ -x "$prog" ] && wanted "$(basename "$prog")" && programs+=("$prog")
+  # The peers by name (bench/cholesky_kernels, beside them, times kernels, not a runtime).
+  for peer in gomp libomp starpu; do
+    prog=$build/bench/cholesky_$peer
+    [ -f "$prog" ] && [ -x "$prog" ] && wanted "cholesky_$peer" && programs+=("$prog")
   done
   [ ${#programs[@]} -gt "$n_before" ] || echo "SKIP cholesky K no Cholesky program was built or selected" >>"$raw"
 fi
