@@ -170,30 +170,39 @@ Test(throttle, completions_landing_together_on_two_threads_wake_the_waiter) {
   ST(ordo_engine_destroy(e), ORDO_OK);
 }
 
-/* Pushes `pushes` writers of v from this thread behind the deferred op `c`, which holds v, so
- * that nothing drains; then completes c and checks that every op ran, none before c. A push that
- * finds the window full sleeps its whole bound (about 1 ms). Returns how many of the pushes made
- * once a window of `window` ops was surely full (past window + window / 8) slept; `*slow_all`
- * gets how many slept in all. */
-static int pushes_that_slept_behind(ordo_engine* e, ordo_var v, ordo_completion c, int pushes,
-                                    int window, int* slow_all) {
+enum { kSmall = 64, kPushes = 200 };
+
+/* Waits for `gate`, an op holding v, to defer; pushes kPushes writers of v from this thread
+ * behind it, so that nothing drains; then completes the gate and checks that every op ran, none
+ * before it. A push that finds the window of kSmall ops full sleeps its whole bound (about 1 ms).
+ * 1 + i ops are pending at push i: the window is full from push 63 on, and a check every
+ * kSmall / 8 = 8 pushes finds it so from push 71 on, 16 times in pushes 72-199; at least 12 of
+ * the pushes made past kSmall + kSmall / 8 must have slept. Only lower bounds are checked: on a
+ * loaded machine (or under a sanitizer) any push may be slow. `pusher` says who pushed, for the
+ * message. */
+static void assert_window_held_behind(ordo_engine* e, ordo_var v, tu_deferred* gate,
+                                      const char* pusher) {
+  ordo_completion c = tu_deferred_wait(gate, 10000);
+  cr_assert_neq(c, 0, "the gate op never deferred");
   atomic_int ran;
   atomic_init(&ran, 0);
   int slow = 0, slow_once_full = 0;
-  for (int i = 0; i < pushes; i++) {
+  for (int i = 0; i < kPushes; i++) {
     uint64_t t0 = tu_now_ns();
     ST(ordo_opr_push(e, tu_count_fn, &ran, NULL, 0, &v, 1, NULL), ORDO_OK);
     if (tu_now_ns() - t0 >= 500000) {
       ++slow;
-      if (i >= window + window / 8) ++slow_once_full;
+      if (i >= kSmall + kSmall / 8) ++slow_once_full;
     }
   }
   cr_assert_eq(atomic_load(&ran), 0, "ops ran behind an uncompleted writer");
   ST(ordo_complete(c, 0, NULL), ORDO_OK);
   ST(ordo_wait_for_all(e), ORDO_OK);
-  cr_assert_eq(atomic_load(&ran), pushes);
-  *slow_all = slow;
-  return slow_once_full;
+  cr_assert_eq(atomic_load(&ran), kPushes);
+  cr_assert(slow_once_full >= 12,
+            "%s: %d of the %d pushes made once the window of %d was full slept (%d in all): "
+            "the window was not enforced every %d pushes",
+            pusher, slow_once_full, kPushes - (kSmall + kSmall / 8), kSmall, slow, kSmall / 8);
 }
 
 /* The window is held at every size. Pushes check it every so often, not on every push (the
@@ -202,24 +211,13 @@ static int pushes_that_slept_behind(ordo_engine* e, ordo_var v, ordo_completion 
  * behind a deferred one, so nothing drains: each push that finds the window full sleeps its
  * full bound (about 1 ms), and such pushes must start well before the 200th. */
 Test(throttle, a_small_window_is_held_within_an_eighth_of_it) {
-  enum { kSmall = 64, kPushes = 200 };
   ordo_engine* e = make_engine(kSmall);
   ordo_var v;
   ST(ordo_var_new(e, &v), ORDO_OK);
   tu_deferred gate;
   tu_deferred_init(&gate);
   ST(ordo_opr_push(e, tu_defer_fn, &gate, NULL, 0, &v, 1, NULL), ORDO_OK);
-  ordo_completion c = tu_deferred_wait(&gate, 10000);
-  cr_assert_neq(c, 0, "the gate op never deferred");
-  int slow = 0;
-  int slow_once_full = pushes_that_slept_behind(e, v, c, kPushes, kSmall, &slow);
-  /* 1 + i ops are pending at push i: the window is full from push 63 on, and a check every
-   * kSmall / 8 = 8 pushes finds it so from push 71 on, 16 times in pushes 72-199. Only lower
-   * bounds are checked: on a loaded machine (or under a sanitizer) any push may be slow. */
-  cr_assert(slow_once_full >= 12,
-            "%d of the %d pushes made once the window of %d was full slept (%d in all): the "
-            "window was not enforced every %d pushes",
-            slow_once_full, kPushes - (kSmall + kSmall / 8), kSmall, slow, kSmall / 8);
+  assert_window_held_behind(e, v, &gate, "a pusher on its own lane");
   ST(ordo_engine_destroy(e), ORDO_OK);
 }
 
@@ -250,7 +248,6 @@ static void* hold_a_lane(void* arg) {
 }
 
 Test(throttle, the_window_holds_for_pushers_past_the_last_lane) {
-  enum { kSmall = 64, kPushes = 200 };
   ordo_engine* e = make_engine(kSmall);
   ordo_var v;
   ST(ordo_var_new(e, &v), ORDO_OK);
@@ -267,17 +264,8 @@ Test(throttle, the_window_holds_for_pushers_past_the_last_lane) {
     cr_assert_eq(pthread_create(&threads[i], NULL, hold_a_lane, &holders[i]), 0);
   }
   pthread_barrier_wait(&pushed);
-  ordo_completion c = tu_deferred_wait(&gate, 10000);
-  cr_assert_neq(c, 0, "the gate op never deferred");
-  int slow = 0;
-  int slow_once_full = pushes_that_slept_behind(e, v, c, kPushes, kSmall, &slow);
-  /* As in the test above (the holders' ops have long finished): the window is full from about
-   * push 63 on, and the shared lane's check every 8 pushes finds it so 16 times in pushes
-   * 72-199. */
-  cr_assert(slow_once_full >= 12,
-            "%d of the %d pushes from a thread past the last lane, made once the window of %d "
-            "was full, slept (%d in all): the window was not enforced for it",
-            slow_once_full, kPushes - (kSmall + kSmall / 8), kSmall, slow);
+  /* The holders' ops have long finished; the shared lane counts this thread's pushes alone. */
+  assert_window_held_behind(e, v, &gate, "a thread past the last lane");
   pthread_barrier_wait(&leave);
   for (int i = 0; i < kLaneHolders; i++) pthread_join(threads[i], NULL);
   pthread_barrier_destroy(&pushed);
