@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
       "ordo %s: tiled Cholesky, N=%d, tile %d (%dx%d tiles, %ld ops), %d workers, "
       "priorities: %s, trsm by %s\n",
       ordo_version_string(), a.n, a.tile, m.nt, m.nt, total, a.threads, chol_prio_name(a.prio),
-      chol_trsm_name(a.trsm));
+      chol_trsm_name(chol_trsm_mode));
   fflush(stdout);
 
   ordo_engine* e = create_engine(&a, trace_path);

@@ -54,8 +54,9 @@ typedef enum { CHOL_PRIO_NONE, CHOL_PRIO_CRITICAL, CHOL_PRIO_PANEL } chol_prio_s
 /* How trsm(i,k) applies L_kk^-T (see the top of this file). */
 typedef enum { CHOL_TRSM_INVERSE, CHOL_TRSM_SOLVE } chol_trsm_variant;
 
-/* The variant every kernel call uses: set once by chol_parse_args, before any op runs, and
- * only read afterwards (the StarPU codelets have no other way to learn it). */
+/* The variant every kernel call uses: set by chol_parse_args (--trsm), before any op runs, and
+ * only read afterwards. A global rather than a chol_args field: the StarPU codelets have no other
+ * way to learn it. */
 static chol_trsm_variant chol_trsm_mode = CHOL_TRSM_INVERSE;
 
 typedef struct {
@@ -66,7 +67,6 @@ typedef struct {
   int warmup;              /* untimed factorizations before them */
   int check;               /* 0 with --no-check: skip the residual check */
   chol_prio_scheme prio;   /* --prio none|critical|panel */
-  chol_trsm_variant trsm;  /* --trsm inverse|solve */
   const char* extra_value; /* the value of the program's own flag (--trace, --sched), if given */
 } chol_args;
 
@@ -116,8 +116,8 @@ static inline int chol_parse_int(const char* s, int min, int* out) {
 
 /* Parses the shared flags plus at most one program-specific flag `extra_flag` taking a value
  * (e.g. "--trace" for ordo, "--sched" for StarPU; NULL for none). Defaults: N 4096, tile 256,
- * threads = online CPUs, the given reps and warm-ups, check on, critical-path priorities, trsm
- * by the inverse. Sets chol_trsm_mode. */
+ * threads = online CPUs, the given reps and warm-ups, check on, critical-path priorities. --trsm
+ * sets chol_trsm_mode (default: the inverse). */
 static inline chol_args chol_parse_args(int argc, char** argv, int default_reps, int default_warmup,
                                         const char* extra_flag, const char* extra_help) {
   chol_args a = {.n = 4096,
@@ -127,7 +127,6 @@ static inline chol_args chol_parse_args(int argc, char** argv, int default_reps,
                  .warmup = default_warmup,
                  .check = 1,
                  .prio = CHOL_PRIO_CRITICAL,
-                 .trsm = CHOL_TRSM_INVERSE,
                  .extra_value = NULL};
   for (int i = 1; i < argc; i++) {
     const char* f = argv[i];
@@ -149,7 +148,7 @@ static inline chol_args chol_parse_args(int argc, char** argv, int default_reps,
     } else if (!strcmp(f, "--prio")) {
       if (!chol_parse_prio(v, &a.prio)) chol_usage(argv[0], extra_flag, extra_help);
     } else if (!strcmp(f, "--trsm")) {
-      if (!chol_parse_trsm(v, &a.trsm)) chol_usage(argv[0], extra_flag, extra_help);
+      if (!chol_parse_trsm(v, &chol_trsm_mode)) chol_usage(argv[0], extra_flag, extra_help);
     } else if (extra_flag && !strcmp(f, extra_flag)) {
       a.extra_value = v;
     } else {
@@ -158,7 +157,6 @@ static inline chol_args chol_parse_args(int argc, char** argv, int default_reps,
     i++;
   }
   if (a.tile > a.n) a.tile = a.n;
-  chol_trsm_mode = a.trsm;
   return a;
 }
 

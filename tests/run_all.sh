@@ -24,11 +24,10 @@ demo_dir=$(mktemp -d)
 "$build/examples/cholesky" --n 512 --tile 64 --threads 2 --trace "$demo_dir/trace.json"
 python3 "$here/check_trace.py" "$demo_dir/trace.json" events=120 worker_rows=2 \
   events_on_workers=120 'name:potrf(0)=1' 'name:gemm(7,6,5)=1'
-echo "== the demo with the textbook trsm (--trsm solve), and both trsm ways on ragged tiles"
+echo "== the demo with both trsm ways (--trsm solve: the textbook dtrsm), on ragged tiles"
 for trsm in solve inverse; do
   "$build/examples/cholesky" --n 300 --tile 37 --threads 2 --trsm "$trsm" --trace ""
 done
-"$build/examples/cholesky" --n 512 --tile 64 --threads 2 --trsm solve --trace ""
 echo "== the Cholesky kernels alone (bench/cholesky_kernels), small"
 "$build/bench/cholesky_kernels" --n 512 --tile 64 --calls 5
 echo "== the trace timeline picture (tools/trace_png.py), on that trace and on made-up ones"
