@@ -209,9 +209,10 @@ class Session {
   ordo_var made_up_var(uint8_t how) {
     switch (how % 4) {
       case 0:  // this engine's tag, generation 0 (never issued)
-        return ordo::HandleBits::encode(eng_.tag, 0, in_.byte());
+        return ordo::HandleBits::encode(eng_.tag, ordo::HandleKind::kVar, 0, in_.byte());
       case 1:  // an index far beyond any var this engine has
-        return ordo::HandleBits::encode(eng_.tag, 1 + in_.byte(), 0xFFFFF0 + in_.below(16));
+        return ordo::HandleBits::encode(eng_.tag, ordo::HandleKind::kVar, 1 + in_.byte(),
+                                        0xFFFFF0 + in_.below(16));
       case 2:  // anything at all (it may even name a live var: then it is one)
         return in_.u64();
       default: {  // a known handle with one bit flipped
@@ -573,11 +574,12 @@ ordo_completion made_up_completion(fuzz::Input& in, uint32_t tag) {
     case 0:
       return 0;
     case 1:  // generation 0 is never issued
-      return ordo::HandleBits::encode(tag, 0, in.byte());
+      return ordo::HandleBits::encode(tag, ordo::HandleKind::kCompletion, 0, in.byte());
     case 2:  // no engine has that many op blocks
-      return ordo::HandleBits::encode(tag, 1 + in.byte(), 0xFFFFF0 + in.below(16));
+      return ordo::HandleBits::encode(tag, ordo::HandleKind::kCompletion, 1 + in.byte(),
+                                      0xFFFFF0 + in.below(16));
     default:  // anything, with the generation cleared
-      return in.u64() & ~(uint64_t{0xFFFFFF} << 24);
+      return in.u64() & ~(uint64_t{ordo::kGenerationMask} << 24);
   }
 }
 

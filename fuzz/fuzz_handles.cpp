@@ -194,13 +194,19 @@ class Session {
         if (pool.empty()) return in_.u64();
         uint64_t v = pool[in_.byte() % pool.size()];
         ordo::HandleBits b = ordo::HandleBits::decode(v);
-        switch (in_.below(4)) {
+        switch (in_.below(5)) {
           case 0:
-            return ordo::HandleBits::encode(b.tag, b.gen + 1, b.index);
+            return ordo::HandleBits::encode(b.tag, b.kind, b.gen + 1, b.index);
           case 1:
-            return ordo::HandleBits::encode(b.tag, b.gen, b.index + 1);
+            return ordo::HandleBits::encode(b.tag, b.kind, b.gen, b.index + 1);
           case 2:
-            return ordo::HandleBits::encode(b.tag + 1, b.gen, b.index);
+            return ordo::HandleBits::encode(b.tag + 1, b.kind, b.gen, b.index);
+          case 3:  // the same slot of another kind's table: once the same value as a var's
+            return ordo::HandleBits::encode(
+                b.tag,
+                static_cast<ordo::HandleKind>((static_cast<uint32_t>(b.kind) + 1 + in_.below(3)) &
+                                              3),
+                b.gen, b.index);
           default:
             return v ^ (uint64_t{1} << in_.below(64));
         }

@@ -2,9 +2,10 @@
 // handles are live, by value, and therefore what every handle-taking function must answer.
 //
 // Validity is decided by value only. A made-up number that happens to equal a live handle of the
-// engine it is passed to *is* that handle (var, prepared-op and completion handles share one
-// layout, so a completion handle can equal a var handle, and then it names that var): the
-// contract is about values, and so is the check.
+// engine it is passed to *is* that handle: the contract is about values, and so is the check.
+// Var, prepared-op and completion handles carry their kind in their bits, so a handle of one
+// kind never equals a live handle of another, and passing it where the other is expected is
+// ORDO_ERR_INVALID_HANDLE like any other value that names nothing.
 #pragma once
 
 #include <algorithm>

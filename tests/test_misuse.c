@@ -2,9 +2,11 @@
  * exact status and leaves nothing behind. */
 #include <criterion/criterion.h>
 #include <ordo/ordo.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -276,6 +278,70 @@ Test(misuse, bad_opr_handles) {
   cr_assert_eq(ordo_opr_delete(other, foreign), ORDO_OK);
   cr_assert_eq(ordo_engine_destroy(other), ORDO_OK);
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+}
+
+/* Var, prepared-op and completion handles each name their own kind of object. They once shared
+ * one layout, so an engine's first var and first prepared op had the same value, and
+ * ordo_opr_delete() given the var deleted the prepared op (found by review). */
+static _Atomic ordo_completion g_deferred;
+
+static int32_t op_defer(ordo_exec* exec, void* ud) {
+  (void)ud;
+  ordo_completion c = 0;
+  cr_assert_eq(ordo_exec_defer(exec, &c), ORDO_OK);
+  atomic_store(&g_deferred, c);
+  return 0;
+}
+
+static void assert_wrong_kind(ordo_status s, const char* got, const char* expected) {
+  cr_assert_eq(s, ORDO_ERR_INVALID_HANDLE, "status %d", s);
+  char want[96];
+  snprintf(want, sizeof want, "is a %s handle, not a %s handle", got, expected);
+  cr_assert_not_null(strstr(ordo_last_error_message(), want), "message: %s",
+                     ordo_last_error_message());
+}
+
+Test(misuse, handles_of_another_kind_name_nothing) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  reset_counts();
+  atomic_store(&g_deferred, 0);
+  ordo_var v = 0, w = 0;
+  ordo_opr p = 0;
+  cr_assert_eq(ordo_var_new(e, &v), ORDO_OK);
+  cr_assert_eq(ordo_var_new(e, &w), ORDO_OK);
+  ordo_push_opts opts;
+  ordo_push_opts_init(&opts);
+  opts.free_fn = free_count;
+  cr_assert_eq(ordo_opr_new(e, op_count, NULL, NULL, 0, &v, 1, &opts, &p), ORDO_OK);
+  cr_assert_eq(ordo_opr_push(e, op_defer, NULL, NULL, 0, &w, 1, NULL), ORDO_OK);
+  ordo_completion c;
+  while ((c = atomic_load(&g_deferred)) == 0) sched_yield();
+  cr_assert(v != p && v != c && p != c, "v %llx p %llx c %llx", (unsigned long long)v,
+            (unsigned long long)p, (unsigned long long)c);
+
+  assert_wrong_kind(ordo_opr_push_prepared(e, v, 0), "var", "prepared op");
+  assert_wrong_kind(ordo_opr_delete(e, v), "var", "prepared op");
+  assert_wrong_kind(ordo_opr_delete(e, c), "completion", "prepared op");
+  assert_wrong_kind(ordo_var_delete(e, p), "prepared op", "var");
+  assert_wrong_kind(ordo_var_delete(e, c), "completion", "var");
+  assert_wrong_kind(ordo_wait_for_var(e, p), "prepared op", "var");
+  assert_wrong_kind(ordo_opr_push(e, op_count, NULL, &c, 1, NULL, 0, NULL), "completion", "var");
+  assert_wrong_kind(ordo_complete(v, 42, "not mine"), "var", "completion");
+  assert_wrong_kind(ordo_complete(p, 42, "not mine"), "prepared op", "completion");
+
+  /* Each object is untouched: the deferred op completes once, cleanly; the prepared op runs and
+   * is freed once; the var is still live. */
+  cr_assert_eq(atomic_load(&g_freed), 0, "a wrong-kind delete freed the prepared op");
+  cr_assert_eq(ordo_complete(c, 0, NULL), ORDO_OK, "%s", ordo_last_error_message());
+  cr_assert_eq(ordo_wait_for_var(e, w), ORDO_OK, "%s", ordo_last_error_message());
+  cr_assert_eq(ordo_opr_push_prepared(e, p, 0), ORDO_OK, "%s", ordo_last_error_message());
+  cr_assert_eq(ordo_wait_for_var(e, v), ORDO_OK, "%s", ordo_last_error_message());
+  cr_assert_eq(atomic_load(&g_ran), 1);
+  cr_assert_eq(ordo_opr_delete(e, p), ORDO_OK);
+  cr_assert_eq(ordo_wait_for_all(e), ORDO_OK);
+  cr_assert_eq(ordo_var_delete(e, v), ORDO_OK);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&g_freed), 1);
 }
 
 /* ---- bad options: nothing pushed ---- */
@@ -710,5 +776,84 @@ Test(misuse, var_counts_that_overflow, .timeout = 30.0) {
   ordo_opr opr;
   cr_assert_eq(ordo_opr_new(e, op_count, NULL, list, SIZE_MAX, list, 2, NULL, &opr),
                ORDO_ERR_INVALID_ARGUMENT, "%s", ordo_last_error_message());
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+}
+
+/* Every message starts with the public function that refused (the lambdas inside api.cpp once
+ * made it "operator()"; found by review). */
+static void assert_message_names(ordo_status s, ordo_status want, const char* fn) {
+  cr_assert_eq(s, want, "%s returned %d", fn, s);
+  const char* msg = ordo_last_error_message();
+  cr_assert_eq(strncmp(msg, fn, strlen(fn)), 0, "%s: message \"%s\"", fn, msg);
+  cr_assert_null(strstr(msg, "operator()"), "%s: message \"%s\"", fn, msg);
+}
+
+Test(misuse, messages_name_the_function) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  ordo_var v = 0;
+  cr_assert_eq(ordo_var_new(e, &v), ORDO_OK);
+  assert_message_names(ordo_var_new(e, NULL), ORDO_ERR_INVALID_ARGUMENT, "ordo_var_new");
+  assert_message_names(ordo_engine_create(NULL, NULL), ORDO_ERR_INVALID_ARGUMENT,
+                       "ordo_engine_create");
+  assert_message_names(ordo_opr_push(e, op_count, NULL, NULL, 3, NULL, 0, NULL),
+                       ORDO_ERR_INVALID_ARGUMENT, "ordo_opr_push");
+  assert_message_names(ordo_opr_new(e, op_count, NULL, NULL, 0, &v, 1, NULL, NULL),
+                       ORDO_ERR_INVALID_ARGUMENT, "ordo_opr_new");
+  ordo_stats st;
+  memset(&st, 0, sizeof st);
+  assert_message_names(ordo_engine_stats(e, &st), ORDO_ERR_INVALID_ARGUMENT, "ordo_engine_stats");
+  ordo_engine_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  assert_message_names(ordo_engine_get_config(e, &cfg), ORDO_ERR_INVALID_ARGUMENT,
+                       "ordo_engine_get_config");
+  assert_message_names(ordo_engine_write_trace(e, NULL), ORDO_ERR_INVALID_ARGUMENT,
+                       "ordo_engine_write_trace");
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+}
+
+/* A struct_size that no struct of the ABI will ever have is an uninitialised struct: refused,
+ * and nothing is read or written through it (a garbage size once made ordo_engine_get_config
+ * zero gigabytes; found by review). */
+Test(misuse, implausible_struct_sizes_are_refused) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  const uint32_t sizes[] = {4097, 0xABABABABu, 0xFFFFFFFFu};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    struct {
+      ordo_stats stats;
+      unsigned char canary[64];
+    } out;
+    memset(&out, 0x5A, sizeof out);
+    out.stats.struct_size = sizes[i];
+    cr_assert_eq(ordo_engine_stats(e, &out.stats), ORDO_ERR_INVALID_ARGUMENT, "size %u", sizes[i]);
+    cr_assert_not_null(strstr(ordo_last_error_message(), "not initialized"), "%s",
+                       ordo_last_error_message());
+    for (size_t k = 0; k < sizeof out.canary; k++) cr_assert_eq(out.canary[k], 0x5A);
+    cr_assert_eq(out.stats.struct_size, sizes[i], "struct_size was overwritten");
+
+    ordo_engine_config cfg;
+    ordo_engine_config_init(&cfg);
+    cfg.struct_size = sizes[i];
+    cr_assert_eq(ordo_engine_get_config(e, &cfg), ORDO_ERR_INVALID_ARGUMENT, "size %u", sizes[i]);
+    ordo_engine* other = NULL;
+    cr_assert_eq(ordo_engine_create(&cfg, &other), ORDO_ERR_INVALID_ARGUMENT, "size %u", sizes[i]);
+    cr_assert_null(other);
+
+    ordo_push_opts opts;
+    ordo_push_opts_init(&opts);
+    opts.struct_size = sizes[i];
+    reset_counts();
+    cr_assert_eq(ordo_opr_push(e, op_count, NULL, NULL, 0, NULL, 0, &opts),
+                 ORDO_ERR_INVALID_ARGUMENT, "size %u", sizes[i]);
+  }
+  /* The largest plausible size still works (with a zero tail, as ever). */
+  struct {
+    ordo_stats stats;
+    unsigned char tail[4096 - sizeof(ordo_stats)];
+  } big;
+  memset(&big, 0, sizeof big);
+  big.stats.struct_size = 4096;
+  cr_assert_eq(ordo_engine_stats(e, &big.stats), ORDO_OK, "%s", ordo_last_error_message());
+  cr_assert_eq(ordo_wait_for_all(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&g_ran), 0, "a refused push ran");
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
 }

@@ -355,6 +355,41 @@ Test(prepared, free_fn_at_destroy_when_never_deleted) {
   cr_assert_eq(atomic_load(&g_runs_at_free), 3);
 }
 
+/* With another reference alive, destroy leaves a never-deleted prepared op to its holder, who
+ * may still delete it; else its free_fn runs in the last release, on the releasing thread, not on
+ * whichever thread happens to let go of the engine's memory. */
+static atomic_int g_freed_on_main;
+static pthread_t g_main_thread;
+
+static void free_count_where(void* ud) {
+  (void)ud;
+  atomic_fetch_add(&g_freed, 1);
+  if (pthread_equal(pthread_self(), g_main_thread)) atomic_fetch_add(&g_freed_on_main, 1);
+}
+
+Test(prepared, free_fn_of_a_never_deleted_op_with_another_reference) {
+  reset();
+  atomic_store(&g_freed_on_main, 0);
+  g_main_thread = pthread_self();
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE, 2);
+  ordo_push_opts o;
+  ordo_push_opts_init(&o);
+  o.free_fn = free_count_where;
+  ordo_opr kept = 0, deleted_late = 0;
+  cr_assert_eq(ordo_opr_new(e, op_run, NULL, NULL, 0, NULL, 0, &o, &kept), ORDO_OK);
+  cr_assert_eq(ordo_opr_new(e, op_run, NULL, NULL, 0, NULL, 0, &o, &deleted_late), ORDO_OK);
+  cr_assert_eq(ordo_opr_push_prepared(e, kept, 0), ORDO_OK);
+  cr_assert_eq(ordo_engine_retain(e), ORDO_OK);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&g_runs), 1);
+  cr_assert_eq(atomic_load(&g_freed), 0, "destroy freed ops another reference may still delete");
+  cr_assert_eq(ordo_opr_delete(e, deleted_late), ORDO_OK, "%s", ordo_last_error_message());
+  cr_assert_eq(atomic_load(&g_freed), 1);
+  cr_assert_eq(ordo_engine_release(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&g_freed), 2, "the last release did not free the op never deleted");
+  cr_assert_eq(atomic_load(&g_freed_on_main), 2);
+}
+
 Test(prepared, var_deleted_since) {
   reset();
   ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE, 2);

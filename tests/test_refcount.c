@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <ordo/ordo.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -347,4 +348,124 @@ Test(refcount, last_release_waits_for_deferred_op_naive, .timeout = 10.0) {
 
 Test(refcount, last_release_waits_for_deferred_op_per_device, .timeout = 10.0) {
   check_last_release_waits_for_deferred_op(ORDO_ENGINE_PER_DEVICE);
+}
+
+/* The owner's last release races an ordo_complete in flight on another thread. The completion
+ * used to take a reference of its own: the owner then saw two, dropped one and returned at once,
+ * and the completer, left with the last, drained the engine on its own thread, waiting for the
+ * second deferred op that only it would complete (found by review). The drain belongs to the
+ * thread that lets the last reference go. */
+static ordo_completion g_pair[2];
+static atomic_int g_pair_deferred;
+static atomic_int g_in_first_free;
+static atomic_int g_second_freed;
+static atomic_int g_pair_status[2];
+
+static int32_t op_defer_pair(ordo_exec* x, void* ud) {
+  ordo_exec_defer(x, &g_pair[(intptr_t)ud]);
+  atomic_fetch_add(&g_pair_deferred, 1);
+  return 0;
+}
+
+/* free_fn of the deferred ops: the first holds its completion open for 100 ms. */
+static void pair_free(void* ud) {
+  if ((intptr_t)ud == 0) {
+    atomic_store(&g_in_first_free, 1);
+    sleep_ms(100);
+  } else {
+    atomic_store(&g_second_freed, 1);
+  }
+}
+
+static void complete_pair(void) {
+  while (atomic_load(&g_pair_deferred) < 2) sched_yield();
+  for (int i = 0; i < 2; i++) atomic_store(&g_pair_status[i], ordo_complete(g_pair[i], 0, NULL));
+}
+
+static void* completer_thread(void* arg) {
+  (void)arg;
+  complete_pair();
+  return NULL;
+}
+
+static int32_t op_complete_pair(ordo_exec* x, void* ud) {
+  (void)x;
+  (void)ud;
+  complete_pair();
+  return 0;
+}
+
+/* from_op: the completions are made inside another op of the same engine, on a worker. */
+static void check_last_release_during_completion(int from_op) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  atomic_store(&g_pair_deferred, 0);
+  atomic_store(&g_in_first_free, 0);
+  atomic_store(&g_second_freed, 0);
+  for (int i = 0; i < 2; i++) atomic_store(&g_pair_status[i], -1);
+  ordo_push_opts o;
+  ordo_push_opts_init(&o);
+  o.free_fn = pair_free;
+  for (intptr_t i = 0; i < 2; i++) {
+    cr_assert_eq(ordo_opr_push(e, op_defer_pair, (void*)i, NULL, 0, NULL, 0, &o), ORDO_OK);
+  }
+  pthread_t t;
+  if (from_op) {
+    cr_assert_eq(ordo_opr_push(e, op_complete_pair, NULL, NULL, 0, NULL, 0, NULL), ORDO_OK);
+  } else {
+    cr_assert_eq(pthread_create(&t, NULL, completer_thread, NULL), 0);
+  }
+  while (!atomic_load(&g_in_first_free)) sched_yield(); /* the first completion is in flight */
+  cr_assert_eq(ordo_engine_release(e), ORDO_OK);        /* the last reference */
+  /* Returned only after draining, here: the second deferred op has completed and been freed. */
+  cr_assert_eq(atomic_load(&g_second_freed), 1, "the last release returned before the drain");
+  if (!from_op) pthread_join(t, NULL);
+  for (int i = 0; i < 2; i++) {
+    cr_assert_eq(atomic_load(&g_pair_status[i]), ORDO_OK, "completion %d: %s", i,
+                 ordo_status_string(atomic_load(&g_pair_status[i])));
+  }
+  cr_assert_eq(ordo_engine_retain(e), ORDO_ERR_INVALID_HANDLE, "the engine is freed after");
+}
+
+Test(refcount, last_release_during_completion_drains_on_the_releasing_thread, .timeout = 10.0) {
+  check_last_release_during_completion(0);
+}
+
+Test(refcount, last_release_during_completion_from_an_op, .timeout = 10.0) {
+  check_last_release_during_completion(1);
+}
+
+/* Destroy while a thread holding its own reference keeps pushing. A push that found the engine
+ * shutting down took its count back without telling anyone; destroy's drain, having counted it
+ * pending in that moment, slept for good (found by review). */
+static atomic_int g_stop_pushing;
+static atomic_int g_unexpected_push_status;
+
+static void* push_until_stopped(void* arg) {
+  ordo_engine* e = arg;
+  while (!atomic_load(&g_stop_pushing)) {
+    ordo_status s = ordo_opr_push(e, op_noop, NULL, NULL, 0, NULL, 0, NULL);
+    if (s != ORDO_OK && s != ORDO_ERR_SHUTDOWN) atomic_store(&g_unexpected_push_status, s);
+    /* Refused: let the destroying thread run. Under valgrind, which runs one thread at a time
+     * and does not schedule fairly, a loop that never blocks can starve it for minutes. */
+    if (s == ORDO_ERR_SHUTDOWN) sched_yield();
+  }
+  return NULL;
+}
+
+Test(refcount, destroy_while_another_reference_pushes, .timeout = 30.0) {
+  for (int round = 0; round < 20; round++) {
+    ordo_engine* e = make_engine(ORDO_ENGINE_POOLED);
+    cr_assert_eq(ordo_engine_retain(e), ORDO_OK);
+    atomic_store(&g_stop_pushing, 0);
+    atomic_store(&g_unexpected_push_status, ORDO_OK);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, push_until_stopped, e), 0);
+    sleep_ms(1);
+    cr_assert_eq(ordo_engine_destroy(e), ORDO_OK, "round %d", round);
+    atomic_store(&g_stop_pushing, 1);
+    pthread_join(t, NULL);
+    cr_assert_eq(atomic_load(&g_unexpected_push_status), ORDO_OK, "round %d: %s", round,
+                 ordo_status_string(atomic_load(&g_unexpected_push_status)));
+    cr_assert_eq(ordo_engine_release(e), ORDO_OK);
+  }
 }

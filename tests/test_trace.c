@@ -166,6 +166,8 @@ Test(trace, misuse_is_reported) {
   e = traced_engine(ORDO_ENGINE_POOLED, temp_path("misuse.json"));
   ST(ordo_engine_write_trace(e, NULL), ORDO_ERR_INVALID_ARGUMENT);
   ST(ordo_engine_write_trace(e, ""), ORDO_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(ordo_last_error_message(), "path is empty") != NULL, "%s",
+            ordo_last_error_message());
   ST(ordo_engine_write_trace(e, "/nonexistent-dir/t.json"), ORDO_ERR_INVALID_ARGUMENT);
   cr_assert(strstr(ordo_last_error_message(), "/nonexistent-dir/t.json") != NULL,
             "the message names the path: %s", ordo_last_error_message());

@@ -569,3 +569,39 @@ Test(wait, a_returned_wait_leaves_the_var_idle) {
     destroy_engine(e);
   }
 }
+
+/* A thread records the engines whose ops are on its stack, up to 8. Nested deeper than that
+ * (naive engines whose ops push into the next one run inline), a wait from the innermost op on
+ * its own engine used to wait for itself: refused only for the first 8 (found by review). */
+enum { kNestedEngines = 10 };
+static ordo_engine* g_nested[kNestedEngines];
+static ordo_status g_nested_wait[kNestedEngines];
+
+static int32_t op_nest(ordo_exec* x, void* ud) {
+  (void)x;
+  intptr_t level = (intptr_t)ud;
+  if (level + 1 < kNestedEngines) {
+    return ordo_opr_push(g_nested[level + 1], op_nest, (void*)(level + 1), NULL, 0, NULL, 0, NULL);
+  }
+  for (int k = 0; k < kNestedEngines; k++) {
+    g_nested_wait[k] = ordo_wait_for_all_timeout(g_nested[k], 200000000ull);
+  }
+  return 0;
+}
+
+Test(wait, waits_nested_deeper_than_recorded_are_refused) {
+  for (int i = 0; i < kNestedEngines; i++) {
+    ordo_engine_config cfg;
+    ordo_engine_config_init(&cfg);
+    cfg.kind = ORDO_ENGINE_NAIVE;
+    cr_assert_eq(ordo_engine_create(&cfg, &g_nested[i]), ORDO_OK);
+    g_nested_wait[i] = -1;
+  }
+  cr_assert_eq(ordo_opr_push(g_nested[0], op_nest, (void*)0, NULL, 0, NULL, 0, NULL), ORDO_OK);
+  for (int k = 0; k < kNestedEngines; k++) {
+    cr_assert_eq(g_nested_wait[k], ORDO_ERR_WOULD_DEADLOCK, "wait on engine %d from depth %d: %s",
+                 k, kNestedEngines, ordo_status_string(g_nested_wait[k]));
+  }
+  for (int i = kNestedEngines - 1; i >= 0; i--)
+    cr_assert_eq(ordo_engine_destroy(g_nested[i]), ORDO_OK);
+}

@@ -11,9 +11,16 @@
  *    readable message is stored for the calling thread (ordo_last_error_message()).
  *  - No function throws, aborts or reads through a bad handle: a NULL engine, NULL out pointer,
  *    NULL callback, or a NULL array with a non-zero count is ORDO_ERR_INVALID_ARGUMENT; a variable,
- *    completion or prepared-op handle that is 0, stale, deleted, from another engine or made up
- *    is ORDO_ERR_INVALID_HANDLE; an engine pointer that ordo never handed out, or whose memory
- *    has gone with its last reference, is ORDO_ERR_INVALID_HANDLE.
+ *    completion or prepared-op handle that is 0, stale, deleted, from another engine, of another
+ *    kind (a var handle passed as a prepared op, ...) or made up is ORDO_ERR_INVALID_HANDLE
+ *    (handles of different kinds never have the same value); an engine pointer that ordo never
+ *    handed out, or whose memory has gone with its last reference, is ORDO_ERR_INVALID_HANDLE.
+ *    Engine pointers are slots of a table of 65,535, reused round robin: a freed engine's
+ *    pointer, and the handles it issued, stay invalid until 65,535 more engines have been
+ *    created; after that they may name a new engine and its objects.
+ *  - Structs that may grow start with struct_size (the caller's sizeof). A size below 4 or
+ *    above 4096 (no struct of this ABI will grow that large: the struct was not initialized) is
+ *    ORDO_ERR_INVALID_ARGUMENT, and nothing is read or written through it.
  *  - Every function is thread-safe unless its comment says otherwise.
  *  - Types in signatures are fixed-width integers and pointers only (no enums, bool or structs by
  *    value), so every FFI can call them.
@@ -89,8 +96,9 @@ typedef void (*ordo_free_fn)(void* user_data);
 #define ORDO_OK 0
 /** A NULL pointer, a NULL array with a non-zero count, an out-of-range field or value. */
 #define ORDO_ERR_INVALID_ARGUMENT 1
-/** A var/completion/prepared-op handle that is 0, stale, deleted, foreign or made up; or an
- *  engine pointer ordo never handed out or that has been freed by its last release. */
+/** A var/completion/prepared-op handle that is 0, stale, deleted, foreign, of another kind or
+ *  made up; or an engine pointer ordo never handed out or that has been freed by its last
+ *  release. */
 #define ORDO_ERR_INVALID_HANDLE 2
 /** A waited-for op (or one it depended on) failed; details in ordo_last_error_message(). */
 #define ORDO_ERR_OP_FAILED 3
@@ -239,7 +247,9 @@ ORDO_API ordo_status ordo_engine_retain(ordo_engine* e);
 ORDO_API ordo_status ordo_engine_release(ordo_engine* e);
 
 /** Reads the effective configuration (kind and thread counts after env and defaults) into out,
- *  writing at most out->struct_size bytes; set struct_size (ordo_engine_config_init) first. */
+ *  writing at most out->struct_size bytes; set struct_size (ordo_engine_config_init) first.
+ *  out->trace_path, when not NULL, points into the engine: it is valid until the engine is
+ *  freed (its last reference released); copy it to keep it longer. */
 ORDO_API ordo_status ordo_engine_get_config(ordo_engine* e, ordo_engine_config* out);
 
 /** Counters of one engine (SPEC §9). Growable: set struct_size before the call. Counts are of
@@ -269,8 +279,8 @@ ORDO_API ordo_status ordo_engine_stats(ordo_engine* e, ordo_stats* out);
  * Writes the op records so far as Chrome trace JSON to `path` (the records are kept: the file
  * written at shutdown still has them all). Thread-safe; ops keep running meanwhile and those
  * that finish while it writes may or may not be in the file. Errors: INVALID_ARGUMENT (engine or
- * path NULL, or the file cannot be written: the message names the reason), INVALID_STATE
- * (tracing is off for this engine: set ordo_engine_config.trace_path or ORDO_TRACE),
+ * path NULL, path empty, or the file cannot be written: the message names the reason),
+ * INVALID_STATE (tracing is off for this engine: set ordo_engine_config.trace_path or ORDO_TRACE),
  * INVALID_HANDLE (engine freed).
  */
 ORDO_API ordo_status ordo_engine_write_trace(ordo_engine* e, const char* path);
@@ -380,8 +390,11 @@ ORDO_API ordo_status ordo_opr_push(ordo_engine* e, ordo_fn fn, void* user_data,
 /**
  * Creates a prepared op: the callback, var lists and options are checked, deduplicated and
  * stored once, so each ordo_opr_push_prepared costs less than ordo_opr_push. opts->free_fn (if
- * given) runs once, after ordo_opr_delete and after the last push of it has finished (or at
- * engine destroy for a prepared op never deleted). Errors: as ordo_opr_push.
+ * given) runs once, after ordo_opr_delete and after the last push of it has finished; for a
+ * prepared op never deleted, on the thread that lets the engine's last reference go, after the
+ * drain (in ordo_engine_destroy, or in the last ordo_engine_release when other references
+ * remained, so that ordo_opr_delete still works through them after destroy).
+ * Errors: as ordo_opr_push.
  */
 ORDO_API ordo_status ordo_opr_new(ordo_engine* e, ordo_fn fn, void* user_data,
                                   const ordo_var* const_vars, size_t num_const,
@@ -442,6 +455,11 @@ ORDO_API ordo_status ordo_exec_get_info(const ordo_exec* exec, ordo_exec_info* i
 /* ------------------------------------------------------------------------------------------- */
 /* Waiting                                                                                     */
 /* ------------------------------------------------------------------------------------------- */
+/* "From inside an op" (WOULD_DEADLOCK below and in destroy/release) means: an op's callback or
+ * free_fn of that engine is on the calling thread's stack. ordo records up to 8 such engines per
+ * thread (ops of one engine that run ops of another inline, nested); on a thread nested deeper
+ * than that, every blocking call is refused with WOULD_DEADLOCK, since ordo can no longer tell
+ * which engines are on its stack. */
 
 /**
  * Blocks until every op pushed before this call that reads or mutates v has completed.

@@ -37,7 +37,13 @@ ordo_status null_arg(const char* fn_name, const char* arg) {
 
 // An output struct the library fills: the caller must say how large its copy is.
 ordo_status check_out_struct(const char* fn_name, const char* arg, uint32_t size, const char* how) {
-  if (size >= sizeof(uint32_t)) return ORDO_OK;
+  if (size >= sizeof(uint32_t) && size <= kMaxStructSize) return ORDO_OK;
+  if (size > kMaxStructSize) {
+    return fail(ORDO_ERR_INVALID_ARGUMENT,
+                "%s: %s->struct_size is %u, more than %u: the struct was not initialized (%s)",
+                fn_name, arg, static_cast<unsigned>(size), static_cast<unsigned>(kMaxStructSize),
+                how);
+  }
   return fail(ORDO_ERR_INVALID_ARGUMENT, "%s: %s->struct_size is not set (%s)", fn_name, arg, how);
 }
 
@@ -167,8 +173,9 @@ ORDO_API void ordo_engine_config_init_sized(ordo_engine_config* cfg, size_t size
 }
 
 ORDO_API ordo_status ordo_engine_create(const ordo_engine_config* cfg, ordo_engine** out) {
-  return guarded(__func__, [&]() -> ordo_status {
-    if (!out) return null_arg(__func__, "out");
+  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(api, [&]() -> ordo_status {
+    if (!out) return null_arg(api, "out");
     *out = nullptr;
     ordo_engine_config c = default_engine_config();
     if (cfg) {
@@ -188,24 +195,28 @@ ORDO_API ordo_status ordo_engine_create(const ordo_engine_config* cfg, ordo_engi
 }
 
 ORDO_API ordo_status ordo_engine_destroy(ordo_engine* e) {
-  return guarded(__func__, [&] { return destroy_engine(e); });
+  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(api, [&] { return destroy_engine(e); });
 }
 
 ORDO_API ordo_status ordo_engine_retain(ordo_engine* e) {
-  return guarded(__func__, [&] { return retain_engine(e); });
+  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(api, [&] { return retain_engine(e); });
 }
 
 ORDO_API ordo_status ordo_engine_release(ordo_engine* e) {
-  return guarded(__func__, [&] { return release_engine(e); });
+  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(api, [&] { return release_engine(e); });
 }
 
 ORDO_API ordo_status ordo_engine_get_config(ordo_engine* e, ordo_engine_config* out) {
-  return guarded(__func__, [&]() -> ordo_status {
+  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(api, [&]() -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
-    if (!out) return null_arg(__func__, "out");
+    if (!out) return null_arg(api, "out");
     if (ordo_status s =
-            check_out_struct(__func__, "out", out->struct_size, "use ordo_engine_config_init")) {
+            check_out_struct(api, "out", out->struct_size, "use ordo_engine_config_init")) {
       return s;
     }
     ordo_engine_config c = default_engine_config();
@@ -222,12 +233,13 @@ ORDO_API ordo_status ordo_engine_get_config(ordo_engine* e, ordo_engine_config* 
 }
 
 ORDO_API ordo_status ordo_engine_stats(ordo_engine* e, ordo_stats* out) {
-  return guarded(__func__, [&]() -> ordo_status {
+  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(api, [&]() -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
-    if (!out) return null_arg(__func__, "out");
+    if (!out) return null_arg(api, "out");
     if (ordo_status s =
-            check_out_struct(__func__, "out", out->struct_size, "set it to sizeof(ordo_stats)")) {
+            check_out_struct(api, "out", out->struct_size, "set it to sizeof(ordo_stats)")) {
       return s;
     }
     ordo_stats st;
@@ -240,10 +252,12 @@ ORDO_API ordo_status ordo_engine_stats(ordo_engine* e, ordo_stats* out) {
 }
 
 ORDO_API ordo_status ordo_engine_write_trace(ordo_engine* e, const char* path) {
-  return guarded(__func__, [&]() -> ordo_status {
+  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(api, [&]() -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
-    if (!path || !*path) return null_arg(__func__, "path");
+    if (!path) return null_arg(api, "path");
+    if (!*path) return fail(ORDO_ERR_INVALID_ARGUMENT, "%s: path is empty", api);
     return engine->write_trace(path);
   });
 }
@@ -257,16 +271,18 @@ ORDO_API ordo_status ordo_device_count(int32_t* out) {
 // ---- variables ---------------------------------------------------------------------------------
 
 ORDO_API ordo_status ordo_var_new(ordo_engine* e, ordo_var* out) {
-  return guarded(__func__, [&]() -> ordo_status {
+  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(api, [&]() -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
-    if (!out) return null_arg(__func__, "out");
+    if (!out) return null_arg(api, "out");
     return engine->var_new(out);
   });
 }
 
 ORDO_API ordo_status ordo_var_delete(ordo_engine* e, ordo_var v) {
-  return guarded(__func__, [&]() -> ordo_status {
+  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(api, [&]() -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     return engine->var_delete(v);
@@ -274,7 +290,8 @@ ORDO_API ordo_status ordo_var_delete(ordo_engine* e, ordo_var v) {
 }
 
 ORDO_API ordo_status ordo_var_clear_error(ordo_engine* e, ordo_var v) {
-  return guarded(__func__, [&]() -> ordo_status {
+  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(api, [&]() -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     return engine->var_clear_error(v);
@@ -283,10 +300,11 @@ ORDO_API ordo_status ordo_var_clear_error(ordo_engine* e, ordo_var v) {
 
 ORDO_API ordo_status ordo_var_get_error(ordo_engine* e, ordo_var v, int32_t* code, char* buf,
                                         size_t cap) {
-  return guarded(__func__, [&]() -> ordo_status {
+  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(api, [&]() -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
-    if (!code) return null_arg(__func__, "code");
+    if (!code) return null_arg(api, "code");
     return engine->var_get_error(v, code, buf, cap);
   });
 }
@@ -301,11 +319,12 @@ ORDO_API ordo_status ordo_opr_push(ordo_engine* e, ordo_fn fn, void* user_data,
                                    const ordo_var* const_vars, size_t num_const,
                                    const ordo_var* mutable_vars, size_t num_mutable,
                                    const ordo_push_opts* opts) {
-  return guarded(__func__, [&]() -> ordo_status {
+  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(api, [&]() -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     OpSpec spec;
-    if (ordo_status s = make_spec(__func__, fn, user_data, const_vars, num_const, mutable_vars,
+    if (ordo_status s = make_spec(api, fn, user_data, const_vars, num_const, mutable_vars,
                                   num_mutable, opts, &spec)) {
       return s;
     }
@@ -317,12 +336,13 @@ ORDO_API ordo_status ordo_opr_new(ordo_engine* e, ordo_fn fn, void* user_data,
                                   const ordo_var* const_vars, size_t num_const,
                                   const ordo_var* mutable_vars, size_t num_mutable,
                                   const ordo_push_opts* opts, ordo_opr* out) {
-  return guarded(__func__, [&]() -> ordo_status {
+  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(api, [&]() -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
-    if (!out) return null_arg(__func__, "out");
+    if (!out) return null_arg(api, "out");
     OpSpec spec;
-    if (ordo_status s = make_spec(__func__, fn, user_data, const_vars, num_const, mutable_vars,
+    if (ordo_status s = make_spec(api, fn, user_data, const_vars, num_const, mutable_vars,
                                   num_mutable, opts, &spec)) {
       return s;
     }
@@ -334,7 +354,8 @@ ORDO_API ordo_status ordo_opr_new(ordo_engine* e, ordo_fn fn, void* user_data,
 }
 
 ORDO_API ordo_status ordo_opr_push_prepared(ordo_engine* e, ordo_opr opr, int32_t priority) {
-  return guarded(__func__, [&]() -> ordo_status {
+  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(api, [&]() -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     return engine->prepared_push(opr, priority);
@@ -342,7 +363,8 @@ ORDO_API ordo_status ordo_opr_push_prepared(ordo_engine* e, ordo_opr opr, int32_
 }
 
 ORDO_API ordo_status ordo_opr_delete(ordo_engine* e, ordo_opr opr) {
-  return guarded(__func__, [&]() -> ordo_status {
+  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(api, [&]() -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     return engine->prepared_delete(opr);
@@ -352,9 +374,10 @@ ORDO_API ordo_status ordo_opr_delete(ordo_engine* e, ordo_opr opr) {
 // ---- inside an op ------------------------------------------------------------------------------
 
 ORDO_API ordo_status ordo_exec_defer(ordo_exec* exec, ordo_completion* out) {
-  return guarded(__func__, [&]() -> ordo_status {
-    if (!exec) return null_arg(__func__, "exec");
-    if (!out) return null_arg(__func__, "out");
+  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(api, [&]() -> ordo_status {
+    if (!exec) return null_arg(api, "exec");
+    if (!out) return null_arg(api, "out");
     OpBlock* op = OpBlock::from_exec(exec);
     if (op != running_op()) {
       return fail(ORDO_ERR_INVALID_STATE,
@@ -366,28 +389,31 @@ ORDO_API ordo_status ordo_exec_defer(ordo_exec* exec, ordo_completion* out) {
 }
 
 ORDO_API ordo_status ordo_complete(ordo_completion c, int32_t code, const char* message) {
-  return guarded(__func__, [&]() -> ordo_status {
+  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(api, [&]() -> ordo_status {
+    if (ordo_status s = check_handle_kind(c, HandleKind::kCompletion)) return s;
     HandleBits b = HandleBits::decode(c);
-    EngineSlot* slot = c ? slot_for_tag(b.tag) : nullptr;
-    Engine* engine = slot ? try_retain(slot) : nullptr;
+    EngineSlot* slot = b.kind == HandleKind::kCompletion ? slot_for_tag(b.tag) : nullptr;
+    Engine* engine = slot ? pin_engine(slot) : nullptr;
     if (!engine) {
       return fail(ORDO_ERR_INVALID_HANDLE,
                   "completion handle 0x%016" PRIx64 " is stale or made up (its engine is gone)", c);
     }
-    // The reference keeps the engine alive while this thread finishes the op, even if the
-    // owner destroys it the moment the op completes.
+    // The pin keeps the engine's memory while this thread finishes the op, even if the owner
+    // destroys it the moment the op completes; it never makes this thread the one to drain.
     ordo_status s = engine->complete(b.gen, b.index, code, message);
-    release_slot(slot);
+    unpin_engine(slot);
     return s;
   });
 }
 
 ORDO_API ordo_status ordo_exec_get_info(const ordo_exec* exec, ordo_exec_info* info) {
-  return guarded(__func__, [&]() -> ordo_status {
-    if (!exec) return null_arg(__func__, "exec");
-    if (!info) return null_arg(__func__, "info");
-    if (ordo_status s = check_out_struct(__func__, "info", info->struct_size,
-                                         "set it to sizeof(ordo_exec_info)")) {
+  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(api, [&]() -> ordo_status {
+    if (!exec) return null_arg(api, "exec");
+    if (!info) return null_arg(api, "info");
+    if (ordo_status s =
+            check_out_struct(api, "info", info->struct_size, "set it to sizeof(ordo_exec_info)")) {
       return s;
     }
     OpBlock* op = OpBlock::from_exec(exec);
@@ -415,7 +441,8 @@ ORDO_API ordo_status ordo_exec_get_info(const ordo_exec* exec, ordo_exec_info* i
 // ---- waiting -----------------------------------------------------------------------------------
 
 ORDO_API ordo_status ordo_wait_for_var(ordo_engine* e, ordo_var v) {
-  return guarded(__func__, [&]() -> ordo_status {
+  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(api, [&]() -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     return engine->wait_for_var(v, nullptr);
@@ -423,7 +450,8 @@ ORDO_API ordo_status ordo_wait_for_var(ordo_engine* e, ordo_var v) {
 }
 
 ORDO_API ordo_status ordo_wait_for_var_timeout(ordo_engine* e, ordo_var v, uint64_t timeout_ns) {
-  return guarded(__func__, [&]() -> ordo_status {
+  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(api, [&]() -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     return engine->wait_for_var(v, &timeout_ns);
@@ -431,7 +459,8 @@ ORDO_API ordo_status ordo_wait_for_var_timeout(ordo_engine* e, ordo_var v, uint6
 }
 
 ORDO_API ordo_status ordo_wait_for_all(ordo_engine* e) {
-  return guarded(__func__, [&]() -> ordo_status {
+  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(api, [&]() -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     return engine->wait_for_all(nullptr);
@@ -439,7 +468,8 @@ ORDO_API ordo_status ordo_wait_for_all(ordo_engine* e) {
 }
 
 ORDO_API ordo_status ordo_wait_for_all_timeout(ordo_engine* e, uint64_t timeout_ns) {
-  return guarded(__func__, [&]() -> ordo_status {
+  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(api, [&]() -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     return engine->wait_for_all(&timeout_ns);

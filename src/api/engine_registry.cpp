@@ -18,19 +18,53 @@ uint32_t tag_of(const EngineSlot* s) {
   return static_cast<uint32_t>(s - g_engine_slots) + 1;
 }
 
-// Reserves a free slot (refs 0 -> 1), or nullptr when all are in use.
+// Reserves a free slot (refs 0 -> 1, and the references' pin), or nullptr when all are in use.
 EngineSlot* reserve_slot() {
   std::lock_guard<std::mutex> g(g_create_mutex);
   for (uint32_t n = 0; n < kMaxEngines; ++n) {
     EngineSlot* s = &g_engine_slots[(g_cursor + n) % kMaxEngines];
-    if (s->refs.load(std::memory_order_acquire) == 0 &&
+    // Free: no pin, and the last one has finished deleting the engine (it clears `engine` last).
+    if (s->pins.load(std::memory_order_acquire) == 0 &&
         s->engine.load(std::memory_order_acquire) == nullptr) {
-      s->refs.store(1, std::memory_order_release);
+      s->refs.store(1, std::memory_order_relaxed);
+      s->pins.store(1, std::memory_order_release);
       g_cursor = (g_cursor + n + 1) % kMaxEngines;
       return s;
     }
   }
   return nullptr;
+}
+
+// Drops one of the caller's references. The last one drains the engine on this thread, then
+// lets go of the references' pin. Refused (WOULD_DEADLOCK, the reference kept) when it would be
+// the last and this thread runs an op of the engine: the drain would wait for that op. The test
+// is made on the count it is about to drop, so two threads releasing at once cannot leave the
+// last reference to the one inside an op.
+ordo_status drop_reference(EngineSlot* s, Engine* engine) {
+  int32_t r = s->refs.load(std::memory_order_acquire);
+  for (;;) {
+    if (r <= 0) {
+      return fail(ORDO_ERR_INVALID_HANDLE, "engine %p has been released", static_cast<void*>(s));
+    }
+    if (r == 1) {
+      if (engine->called_from_inside()) {
+        return fail(ORDO_ERR_WOULD_DEADLOCK,
+                    "releasing the last reference from inside an op of the same engine would "
+                    "wait for itself; the reference is kept");
+      }
+      // Drain while still counted, so that calls made meanwhile (an op that pushes, a waiter)
+      // find a live engine that says SHUTDOWN rather than a freed handle.
+      engine->shutdown();
+      if (s->refs.compare_exchange_strong(r, 0, std::memory_order_acq_rel)) break;
+      continue;  // ordo_engine_retain took one meanwhile: that holder now has the last one
+    }
+    if (s->refs.compare_exchange_weak(r, r - 1, std::memory_order_acq_rel)) return ORDO_OK;
+  }
+  // Here, not when the last pin goes (possibly on a thread that only completed a stale handle,
+  // or one that is exiting): the free_fns run on the thread that released the engine.
+  engine->free_prepared_ops();
+  unpin_engine(s);
+  return ORDO_OK;
 }
 
 }  // namespace
@@ -55,7 +89,8 @@ ordo_status create_engine(const EngineConfig& cfg, ordo_engine** out) {
   ordo_status st = engine ? engine->start() : fail(ORDO_ERR_NO_MEMORY, "out of memory");
   if (st != ORDO_OK) {
     delete engine;
-    s->refs.store(0, std::memory_order_release);
+    s->refs.store(0, std::memory_order_relaxed);
+    unpin_engine(s);  // a pin taken meanwhile found no engine and lets go by itself
     return st;
   }
   s->creator_ref.store(true, std::memory_order_relaxed);
@@ -77,17 +112,17 @@ ordo_status destroy_engine(ordo_engine* e) {
     return fail(ORDO_ERR_SHUTDOWN, "ordo_engine_destroy: the engine was already destroyed");
   }
   engine->shutdown();
-  release_slot(s);
-  return ORDO_OK;
+  return drop_reference(s, engine);  // not from inside an op: checked above
 }
 
 ordo_status retain_engine(ordo_engine* e) {
   Engine* engine;
   EngineSlot* s;
   if (ordo_status st = resolve_engine(e, &engine, &s)) return st;
-  if (!try_retain(s)) {
-    return fail(ORDO_ERR_INVALID_HANDLE, "engine %p has been released", (void*)e);
-  }
+  int32_t r = s->refs.load(std::memory_order_acquire);
+  do {
+    if (r <= 0) return fail(ORDO_ERR_INVALID_HANDLE, "engine %p has been released", (void*)e);
+  } while (!s->refs.compare_exchange_weak(r, r + 1, std::memory_order_acq_rel));
   return ORDO_OK;
 }
 
@@ -95,43 +130,25 @@ ordo_status release_engine(ordo_engine* e) {
   Engine* engine;
   EngineSlot* s;
   if (ordo_status st = resolve_engine(e, &engine, &s)) return st;
-  if (s->refs.load(std::memory_order_acquire) == 1 && engine->called_from_inside()) {
-    return fail(ORDO_ERR_WOULD_DEADLOCK,
-                "releasing the last reference from inside an op of the same engine would wait "
-                "for itself; the reference is kept");
-  }
-  release_slot(s);
-  return ORDO_OK;
+  return drop_reference(s, engine);
 }
 
-Engine* try_retain(EngineSlot* s) {
-  int64_t r = s->refs.load(std::memory_order_acquire);
-  while (r > 0) {
-    if (s->refs.compare_exchange_weak(r, r + 1, std::memory_order_acq_rel)) {
-      Engine* engine = s->engine.load(std::memory_order_acquire);
-      if (engine) return engine;
-      release_slot(s);  // still being created
-      return nullptr;
-    }
-  }
+Engine* pin_engine(EngineSlot* s) {
+  int32_t p = s->pins.load(std::memory_order_acquire);
+  do {
+    if (p <= 0) return nullptr;  // deleted, or never created
+  } while (!s->pins.compare_exchange_weak(p, p + 1, std::memory_order_acq_rel));
+  if (Engine* engine = s->engine.load(std::memory_order_acquire)) return engine;
+  unpin_engine(s);  // still being created (or failed to be)
   return nullptr;
 }
 
-void release_slot(EngineSlot* s) {
-  int64_t r = s->refs.load(std::memory_order_acquire);
-  for (;;) {
-    if (r == 1) {
-      // The last reference drains the engine *before* it lets go: while it still counts, the
-      // ordo_complete of a deferred op can take a temporary reference and finish that op, which
-      // the drain waits for. Dropping to 0 first would refuse that completion and wait forever.
-      if (Engine* engine = s->engine.load(std::memory_order_acquire)) engine->shutdown();
-      if (s->refs.compare_exchange_strong(r, 0, std::memory_order_acq_rel)) break;
-      continue;  // a completion took a reference meanwhile; it drops it itself
-    }
-    if (s->refs.compare_exchange_weak(r, r - 1, std::memory_order_acq_rel)) return;
-  }
-  Engine* engine = s->engine.load(std::memory_order_acquire);
-  delete engine;  // already shut down
+void unpin_engine(EngineSlot* s) {
+  if (s->pins.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  // The last pin: every reference is gone and the drain is over (the references' pin is dropped
+  // only after it), so nothing runs in the engine any more. `engine` is cleared last: until
+  // then reserve_slot() does not hand the slot out again.
+  delete s->engine.load(std::memory_order_acquire);
   s->creator_ref.store(false, std::memory_order_relaxed);
   s->engine.store(nullptr, std::memory_order_release);
 }

@@ -13,11 +13,23 @@
 namespace ordo {
 
 // 32 bytes, so that telling a real slot address from a made-up one is a mask, not a division.
+//
+// Two counts, because two kinds of holder need the engine for different things:
+// - `refs` counts the caller's references (the creator's and each ordo_engine_retain). The last
+//   one to go drains the engine, on the thread that lets it go, as destroy does.
+// - `pins` keeps the memory alive for calls that have no reference of their own (ordo_complete,
+//   which finds its engine from the handle alone; a thread giving back its push lane), plus one
+//   pin that all the references hold together until the drain is over. A pin never drains:
+//   counted as a reference, an ordo_complete in flight could be left holding the last one, and
+//   then drain the engine on the completing thread, waiting for ops that only it would complete.
+// The engine is deleted when the last pin goes.
 struct alignas(32) EngineSlot {
   std::atomic<Engine*> engine{nullptr};
-  std::atomic<int64_t> refs{0};  // 0: free (or freed)
+  std::atomic<int32_t> refs{0};  // 0: released (or free)
+  std::atomic<int32_t> pins{0};  // 0: free; the engine is deleted as it drops to 0
   std::atomic<bool> creator_ref{false};
 };
+static_assert(sizeof(EngineSlot) == 32, "slot_of() divides by a power of two");
 
 constexpr uint32_t kMaxEngines = 65535;  // tags are 16 bits, 0 excluded
 
@@ -59,8 +71,9 @@ ordo_status create_engine(const EngineConfig& cfg, ordo_engine** out);
 ordo_status destroy_engine(ordo_engine* e);
 ordo_status retain_engine(ordo_engine* e);
 ordo_status release_engine(ordo_engine* e);
-// Takes a reference if the slot is live; used by ordo_complete, which has no engine argument.
-Engine* try_retain(EngineSlot* slot);
-void release_slot(EngineSlot* slot);
+// Pins the slot's engine (keeps its memory, not the engine's service) if it is not yet deleted;
+// nullptr otherwise. Every successful pin is paired with unpin_engine().
+Engine* pin_engine(EngineSlot* slot);
+void unpin_engine(EngineSlot* slot);
 
 }  // namespace ordo

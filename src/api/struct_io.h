@@ -14,14 +14,26 @@
 
 namespace ordo {
 
+// No struct of this ABI will ever grow this large. A struct_size above it is a struct that was
+// never initialised, and taking it at its word would read or zero that much of the caller's
+// memory (a garbage size of 0xABABABAB crashed ordo_engine_get_config).
+constexpr uint32_t kMaxStructSize = 4096;
+
 // `out` holds the defaults on entry and the caller's values on return.
 template <class T>
 ordo_status read_struct(const T* in, T* out, const char* type_name) {
+  static_assert(sizeof(T) <= kMaxStructSize, "kMaxStructSize bounds every struct");
   uint32_t size = in->struct_size;
   if (size < sizeof(uint32_t)) {
     return fail(ORDO_ERR_INVALID_ARGUMENT,
                 "%s.struct_size=%u is too small; initialize it with %s_init()", type_name,
                 static_cast<unsigned>(size), type_name);
+  }
+  if (size > kMaxStructSize) {
+    return fail(ORDO_ERR_INVALID_ARGUMENT,
+                "%s.struct_size=%u is more than %u: the struct was not initialized; use %s_init()",
+                type_name, static_cast<unsigned>(size), static_cast<unsigned>(kMaxStructSize),
+                type_name);
   }
   const auto* bytes = reinterpret_cast<const unsigned char*>(in);
   for (size_t i = sizeof(T); i < size; ++i) {

@@ -236,8 +236,10 @@ void Engine::shutdown() {
 
 bool Engine::called_from_inside() const {
   if (tls_worker && tls_worker->group->engine() == this) return true;
-  int n = tls_busy_depth < kBusyMax ? tls_busy_depth : kBusyMax;
-  for (int i = 0; i < n; ++i) {
+  // Deeper than the record goes, the frames not recorded may be this engine's: say yes, so that
+  // a blocking call is refused rather than left to wait for itself.
+  if (tls_busy_depth > kBusyMax) return true;
+  for (int i = 0; i < tls_busy_depth; ++i) {
     if (tls_busy[i] == this) return true;
   }
   return false;
@@ -263,7 +265,7 @@ ordo_status Engine::var_new(ordo_var* out) {
   if (shutting_down()) return fail(ORDO_ERR_SHUTDOWN, "ordo_var_new: the engine is shut down");
   VarSlot* v;
   if (ordo_status s = vars_.allocate(&v)) return s;
-  *out = HandleBits::encode(tag_, v->gen, v->index);
+  *out = HandleBits::encode(tag_, HandleKind::kVar, v->gen, v->index);
   return ORDO_OK;
 }
 
@@ -436,9 +438,20 @@ bool Engine::run_on_pusher(OpBlock* op, PushLane* lane) {
   return true;
 }
 
+// Records why a push was refused (nothing was pushed) and returns `status`.
+ordo_status Engine::refuse_push(ordo_status status) {
+  if (status == ORDO_ERR_SHUTDOWN) {
+    return fail(status, "the engine is shutting down: nothing was pushed");
+  }
+  return fail(status, "out of memory for a new op: nothing was pushed");
+}
+
 // `refs` come from VarRefs::collect (merged, at most OpBlock::kMaxLinks; sorted by slot
 // address unless a short list of distinct vars).
 ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n) {
+  // Once shutdown has begun, refuse without counting: a push rejected after counting is pending
+  // for a moment, and a pusher that keeps pushing could keep the drain from ever seeing none.
+  if (shutting_down_.load(std::memory_order_relaxed)) return refuse_push(ORDO_ERR_SHUTDOWN);
   Worker* self = current_worker();
   PushLane* lane = self ? self->lane : claim_lane(this);
   const bool shared = lane == nullptr;
@@ -453,15 +466,20 @@ ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef
   OpBlock* op = nullptr;
   ordo_status status = ORDO_OK;
   if (shutting_down_.load(std::memory_order_relaxed)) {
-    status = fail(ORDO_ERR_SHUTDOWN, "the engine is shutting down: nothing was pushed");
+    status = ORDO_ERR_SHUTDOWN;
   } else if (!(op = pool_.acquire(cache)) || !attach_links(op, n)) {
-    status = fail(ORDO_ERR_NO_MEMORY, "out of memory for a new op: nothing was pushed");
+    status = ORDO_ERR_NO_MEMORY;
   }
   if (status != ORDO_OK) {
     if (op) pool_.release(op, cache);
     lane->uncount_push();
     if (shared) shared_lane_lock_.unlock();
-    return status;
+    // A waiter (destroy's drain, ordo_wait_for_all) may have added up the counts while this push
+    // was counted, seen it pending, and gone to sleep: nothing else would wake it. The fence
+    // orders the uncount before announce_completions() looks for waiters.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    announce_completions();
+    return refuse_push(status);  // the message after the count is back: keep the window short
   }
   // Counted here, under the shared lane's lock when the lane is shared.
   const bool check_window = lane->throttle_check_due(throttle_check_every_);
@@ -625,13 +643,15 @@ ordo_status Engine::prepared_new(const OpSpec& spec, const ordo_var* const_vars,
   copy_name(p->name, spec.name ? spec.name : "");
   p->refs.swap(stored);
   uint32_t gen = prepared_.publish(p);
-  *out = HandleBits::encode(tag_, gen, p->index);
+  *out = HandleBits::encode(tag_, HandleKind::kPrepared, gen, p->index);
   return ORDO_OK;
 }
 
 ordo_status Engine::prepared_push(ordo_opr opr, int32_t priority) {
+  if (ordo_status s = check_handle_kind(opr, HandleKind::kPrepared)) return s;
   HandleBits b = HandleBits::decode(opr);
-  PreparedOp* p = (opr != 0 && b.tag == tag_) ? prepared_.find(b.index) : nullptr;
+  PreparedOp* p =
+      (b.kind == HandleKind::kPrepared && b.tag == tag_) ? prepared_.find(b.index) : nullptr;
   if (!p || !p->try_acquire(b.gen)) {
     return fail(ORDO_ERR_INVALID_HANDLE,
                 "prepared op handle 0x%016" PRIx64 " is deleted, foreign or made up", opr);
@@ -652,8 +672,10 @@ ordo_status Engine::prepared_push(ordo_opr opr, int32_t priority) {
 }
 
 ordo_status Engine::prepared_delete(ordo_opr opr) {
+  if (ordo_status s = check_handle_kind(opr, HandleKind::kPrepared)) return s;
   HandleBits b = HandleBits::decode(opr);
-  PreparedOp* p = (opr != 0 && b.tag == tag_) ? prepared_.find(b.index) : nullptr;
+  PreparedOp* p =
+      (b.kind == HandleKind::kPrepared && b.tag == tag_) ? prepared_.find(b.index) : nullptr;
   bool last = false;
   if (!p || !p->retire(b.gen, &last)) {
     return fail(ORDO_ERR_INVALID_HANDLE,
@@ -732,7 +754,7 @@ ordo_status Engine::defer(OpBlock* op, ordo_completion* out) {
   op->async_error = nullptr;
   op->finish_refs.store(2, std::memory_order_relaxed);
   op->completion_gen.store(op->gen | OpBlock::kArmed, std::memory_order_release);
-  *out = HandleBits::encode(tag_, op->gen, op->index);
+  *out = HandleBits::encode(tag_, HandleKind::kCompletion, op->gen, op->index);
   return ORDO_OK;
 }
 

@@ -57,6 +57,9 @@ class Engine {
   ordo_status start();
   // Rejects new pushes, drains everything pushed, stops and joins the workers. Idempotent.
   void shutdown();
+  // Runs the free_fn of every prepared op never deleted. Called by the thread that lets the
+  // last reference go, after the drain: from then on no caller can name the engine. Idempotent.
+  void free_prepared_ops() { prepared_.finish_all_live(); }
 
   const EngineConfig& config() const { return cfg_; }
   uint32_t tag() const { return tag_; }
@@ -121,6 +124,7 @@ class Engine {
   int64_t completed_now() const;
   void add_completed(int64_t n);
   void announce_completions();
+  ordo_status refuse_push(ordo_status status);
   void wait_for_releases() const;
   void begin_release(PushLane* lane);
   void end_release(PushLane* lane);

@@ -2,6 +2,7 @@
 
 #include <new>
 
+#include "core/handle_bits.h"
 #include "core/hot_tls.h"
 #include "exec/prefetch.h"
 
@@ -69,8 +70,8 @@ void OpPool::release(OpBlock* op, OpCache* worker_cache) {
   // was ever given one, and `gen` sits on the block's cold line: bumping it for every op cost a
   // cache miss per op (perf, workload E: 89% of release()'s samples, ~7% of the workers' time).
   if (op->deferred) {
-    op->gen = (op->gen + 1) & ((1u << 24) - 1);
-    if (op->gen == 0) op->gen = 1;
+    op->gen = next_generation(op->gen);
+    if (op->gen == 0) op->gen = 1;  // blocks are never retired: a handle this old is long gone
   }
   if (worker_cache) {
     give(worker_cache, op, this);

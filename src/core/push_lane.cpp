@@ -24,9 +24,9 @@ struct LaneEntry {
 void give_back(LaneEntry& e) {
   if (!e.lane) return;
   EngineSlot* slot = slot_for_tag(e.tag);
-  if (Engine* engine = slot ? try_retain(slot) : nullptr) {
+  if (Engine* engine = slot ? pin_engine(slot) : nullptr) {
     if (engine->uid() == e.uid) e.lane->owner.store(0, std::memory_order_release);
-    release_slot(slot);
+    unpin_engine(slot);
   }
   e = LaneEntry{};
 }

@@ -10,6 +10,7 @@ namespace ordo {
 
 ordo_status VarRefs::bad_handle(uint32_t engine_tag, ordo_var h) {
   if (h == 0) return fail(ORDO_ERR_INVALID_HANDLE, "var handle 0 is never a valid variable");
+  if (ordo_status s = check_handle_kind(h, HandleKind::kVar)) return s;
   HandleBits b = HandleBits::decode(h);
   if (b.tag != engine_tag) {
     return fail(ORDO_ERR_INVALID_HANDLE,
@@ -94,7 +95,7 @@ ordo_status VarRefs::sort_and_merge() {
 }
 
 ordo_status stale_var(uint32_t engine_tag, const VarRef& r) {
-  uint64_t handle = HandleBits::encode(engine_tag, r.gen, r.slot->index);
+  uint64_t handle = HandleBits::encode(engine_tag, HandleKind::kVar, r.gen, r.slot->index);
   return fail(ORDO_ERR_INVALID_HANDLE,
               "var handle 0x%016" PRIx64 " is stale: the variable was deleted", handle);
 }

@@ -78,7 +78,9 @@ class VarRefs {
   static bool resolve(const VarTable& table, uint32_t engine_tag, ordo_var h, bool write,
                       VarRef* r) {
     HandleBits b = HandleBits::decode(h);
-    VarSlot* slot = (b.tag == engine_tag && b.gen != 0) ? table.find(b.index) : nullptr;
+    VarSlot* slot = (b.tag == engine_tag && b.kind == HandleKind::kVar && b.gen != 0)
+                        ? table.find(b.index)
+                        : nullptr;
     if (!slot) return false;
     prefetch_for_write(slot);  // locked shortly: overlap the likely cross-core miss
     store(r, slot, b.gen, write);
