@@ -460,11 +460,6 @@ static inline int chol_invert_lower(double* l, int n, int ld) {
   return 0;
 }
 
-/* The kernels, on raw tiles (column-major, leading dimension = rows), as every runtime calls
- * them: ordo and OpenMP with the matrix's tile pointers, StarPU with its codelet buffers. Sizes:
- * mi rows of the output (and of A_ik), mj rows of A_jk, nk the order of A_kk. A diagonal tile
- * is followed by room for its factor's inverse (chol_matrix_alloc), which potrf fills and trsm
- * reads under --trsm inverse. Each kernel reads its tiles first (chol_warm), inside its timing. */
 /* Whether each kernel first reads its tiles (chol_warm). On in every Cholesky program;
  * bench/cholesky_kernels turns it off to measure what it is worth. Set before any op runs. */
 static int chol_warm_tiles = 1;
@@ -474,9 +469,10 @@ static int chol_warm_tiles = 1;
 static _Thread_local volatile double chol_warm_sink;
 
 /* Reads one double of every cache line of a tile (`count` doubles), eight independent loads
- * per step. Why: OpenBLAS's dgemm at tile 256 runs at 48-51 GFLOP/s on tiles in this core's
- * L2 but at 38-40 on tiles that are not (the factorization's usual case: 68 MB of tiles, 2 MB
- * of L2), as its packing and its C updates wait on one miss after another. A plain streaming
+ * per step. Why: OpenBLAS's dgemm at tile 256 runs at 48-51 GFLOP/s on three tiles it has just
+ * used (1.5 MB, in this core's 1 MB L2 and the shared L3) but at 38-40 on tiles from memory
+ * (the factorization's usual case: 68 MB of tiles, 32 MB of L3), as its packing and its C
+ * updates wait on one miss after another. A plain streaming
  * read first, at full memory-level parallelism, brings a tile in for 10-20 us of the
  * op's 700-800: cold dgemm 37.8 -> 45.1 GFLOP/s including the read (5 runs each), and the
  * factorization 75.6-83.8 -> 80.5-85.7 GFLOP/s (6 alternated pairs). */
@@ -491,6 +487,12 @@ static inline void chol_warm(const double* t, size_t count) {
   for (; i < count; i += 8) s0 += t[i];
   chol_warm_sink = s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7;
 }
+
+/* The kernels, on raw tiles (column-major, leading dimension = rows), as every runtime calls
+ * them: ordo and OpenMP with the matrix's tile pointers, StarPU with its codelet buffers. Sizes:
+ * mi rows of the output (and of A_ik), mj rows of A_jk, nk the order of A_kk. A diagonal tile
+ * is followed by room for its factor's inverse (chol_matrix_alloc), which potrf fills and trsm
+ * reads under --trsm inverse. Each kernel reads its tiles first (chol_warm), inside its timing. */
 static inline size_t chol_inverse_offset(int nk) {
   return (size_t)nk * nk;
 }
