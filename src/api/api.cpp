@@ -17,11 +17,12 @@ using namespace ordo;
 
 namespace {
 
-// No C++ exception crosses the C ABI.
+// No C++ exception crosses the C ABI. `body` gets the public function's name for its messages:
+// inside a lambda, __func__ is "operator()".
 template <class F>
 ordo_status guarded(const char* fn_name, F&& body) noexcept {
   try {
-    return body();
+    return body(fn_name);
   } catch (const std::bad_alloc&) {
     return fail(ORDO_ERR_NO_MEMORY, "%s: out of memory", fn_name);
   } catch (const std::exception& ex) {
@@ -173,8 +174,7 @@ ORDO_API void ordo_engine_config_init_sized(ordo_engine_config* cfg, size_t size
 }
 
 ORDO_API ordo_status ordo_engine_create(const ordo_engine_config* cfg, ordo_engine** out) {
-  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
-  return guarded(api, [&]() -> ordo_status {
+  return guarded(__func__, [&](const char* api) -> ordo_status {
     if (!out) return null_arg(api, "out");
     *out = nullptr;
     ordo_engine_config c = default_engine_config();
@@ -195,23 +195,19 @@ ORDO_API ordo_status ordo_engine_create(const ordo_engine_config* cfg, ordo_engi
 }
 
 ORDO_API ordo_status ordo_engine_destroy(ordo_engine* e) {
-  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
-  return guarded(api, [&] { return destroy_engine(e); });
+  return guarded(__func__, [&](const char*) { return destroy_engine(e); });
 }
 
 ORDO_API ordo_status ordo_engine_retain(ordo_engine* e) {
-  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
-  return guarded(api, [&] { return retain_engine(e); });
+  return guarded(__func__, [&](const char*) { return retain_engine(e); });
 }
 
 ORDO_API ordo_status ordo_engine_release(ordo_engine* e) {
-  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
-  return guarded(api, [&] { return release_engine(e); });
+  return guarded(__func__, [&](const char*) { return release_engine(e); });
 }
 
 ORDO_API ordo_status ordo_engine_get_config(ordo_engine* e, ordo_engine_config* out) {
-  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
-  return guarded(api, [&]() -> ordo_status {
+  return guarded(__func__, [&](const char* api) -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     if (!out) return null_arg(api, "out");
@@ -233,8 +229,7 @@ ORDO_API ordo_status ordo_engine_get_config(ordo_engine* e, ordo_engine_config* 
 }
 
 ORDO_API ordo_status ordo_engine_stats(ordo_engine* e, ordo_stats* out) {
-  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
-  return guarded(api, [&]() -> ordo_status {
+  return guarded(__func__, [&](const char* api) -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     if (!out) return null_arg(api, "out");
@@ -252,8 +247,7 @@ ORDO_API ordo_status ordo_engine_stats(ordo_engine* e, ordo_stats* out) {
 }
 
 ORDO_API ordo_status ordo_engine_write_trace(ordo_engine* e, const char* path) {
-  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
-  return guarded(api, [&]() -> ordo_status {
+  return guarded(__func__, [&](const char* api) -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     if (!path) return null_arg(api, "path");
@@ -271,8 +265,7 @@ ORDO_API ordo_status ordo_device_count(int32_t* out) {
 // ---- variables ---------------------------------------------------------------------------------
 
 ORDO_API ordo_status ordo_var_new(ordo_engine* e, ordo_var* out) {
-  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
-  return guarded(api, [&]() -> ordo_status {
+  return guarded(__func__, [&](const char* api) -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     if (!out) return null_arg(api, "out");
@@ -281,8 +274,7 @@ ORDO_API ordo_status ordo_var_new(ordo_engine* e, ordo_var* out) {
 }
 
 ORDO_API ordo_status ordo_var_delete(ordo_engine* e, ordo_var v) {
-  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
-  return guarded(api, [&]() -> ordo_status {
+  return guarded(__func__, [&](const char*) -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     return engine->var_delete(v);
@@ -290,8 +282,7 @@ ORDO_API ordo_status ordo_var_delete(ordo_engine* e, ordo_var v) {
 }
 
 ORDO_API ordo_status ordo_var_clear_error(ordo_engine* e, ordo_var v) {
-  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
-  return guarded(api, [&]() -> ordo_status {
+  return guarded(__func__, [&](const char*) -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     return engine->var_clear_error(v);
@@ -300,8 +291,7 @@ ORDO_API ordo_status ordo_var_clear_error(ordo_engine* e, ordo_var v) {
 
 ORDO_API ordo_status ordo_var_get_error(ordo_engine* e, ordo_var v, int32_t* code, char* buf,
                                         size_t cap) {
-  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
-  return guarded(api, [&]() -> ordo_status {
+  return guarded(__func__, [&](const char* api) -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     if (!code) return null_arg(api, "code");
@@ -319,8 +309,7 @@ ORDO_API ordo_status ordo_opr_push(ordo_engine* e, ordo_fn fn, void* user_data,
                                    const ordo_var* const_vars, size_t num_const,
                                    const ordo_var* mutable_vars, size_t num_mutable,
                                    const ordo_push_opts* opts) {
-  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
-  return guarded(api, [&]() -> ordo_status {
+  return guarded(__func__, [&](const char* api) -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     OpSpec spec;
@@ -336,8 +325,7 @@ ORDO_API ordo_status ordo_opr_new(ordo_engine* e, ordo_fn fn, void* user_data,
                                   const ordo_var* const_vars, size_t num_const,
                                   const ordo_var* mutable_vars, size_t num_mutable,
                                   const ordo_push_opts* opts, ordo_opr* out) {
-  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
-  return guarded(api, [&]() -> ordo_status {
+  return guarded(__func__, [&](const char* api) -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     if (!out) return null_arg(api, "out");
@@ -354,8 +342,7 @@ ORDO_API ordo_status ordo_opr_new(ordo_engine* e, ordo_fn fn, void* user_data,
 }
 
 ORDO_API ordo_status ordo_opr_push_prepared(ordo_engine* e, ordo_opr opr, int32_t priority) {
-  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
-  return guarded(api, [&]() -> ordo_status {
+  return guarded(__func__, [&](const char*) -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     return engine->prepared_push(opr, priority);
@@ -363,8 +350,7 @@ ORDO_API ordo_status ordo_opr_push_prepared(ordo_engine* e, ordo_opr opr, int32_
 }
 
 ORDO_API ordo_status ordo_opr_delete(ordo_engine* e, ordo_opr opr) {
-  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
-  return guarded(api, [&]() -> ordo_status {
+  return guarded(__func__, [&](const char*) -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     return engine->prepared_delete(opr);
@@ -374,8 +360,7 @@ ORDO_API ordo_status ordo_opr_delete(ordo_engine* e, ordo_opr opr) {
 // ---- inside an op ------------------------------------------------------------------------------
 
 ORDO_API ordo_status ordo_exec_defer(ordo_exec* exec, ordo_completion* out) {
-  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
-  return guarded(api, [&]() -> ordo_status {
+  return guarded(__func__, [&](const char* api) -> ordo_status {
     if (!exec) return null_arg(api, "exec");
     if (!out) return null_arg(api, "out");
     OpBlock* op = OpBlock::from_exec(exec);
@@ -389,8 +374,7 @@ ORDO_API ordo_status ordo_exec_defer(ordo_exec* exec, ordo_completion* out) {
 }
 
 ORDO_API ordo_status ordo_complete(ordo_completion c, int32_t code, const char* message) {
-  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
-  return guarded(api, [&]() -> ordo_status {
+  return guarded(__func__, [&](const char*) -> ordo_status {
     if (ordo_status s = check_handle_kind(c, HandleKind::kCompletion)) return s;
     HandleBits b = HandleBits::decode(c);
     EngineSlot* slot = b.kind == HandleKind::kCompletion ? slot_for_tag(b.tag) : nullptr;
@@ -408,8 +392,7 @@ ORDO_API ordo_status ordo_complete(ordo_completion c, int32_t code, const char* 
 }
 
 ORDO_API ordo_status ordo_exec_get_info(const ordo_exec* exec, ordo_exec_info* info) {
-  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
-  return guarded(api, [&]() -> ordo_status {
+  return guarded(__func__, [&](const char* api) -> ordo_status {
     if (!exec) return null_arg(api, "exec");
     if (!info) return null_arg(api, "info");
     if (ordo_status s =
@@ -441,8 +424,7 @@ ORDO_API ordo_status ordo_exec_get_info(const ordo_exec* exec, ordo_exec_info* i
 // ---- waiting -----------------------------------------------------------------------------------
 
 ORDO_API ordo_status ordo_wait_for_var(ordo_engine* e, ordo_var v) {
-  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
-  return guarded(api, [&]() -> ordo_status {
+  return guarded(__func__, [&](const char*) -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     return engine->wait_for_var(v, nullptr);
@@ -450,8 +432,7 @@ ORDO_API ordo_status ordo_wait_for_var(ordo_engine* e, ordo_var v) {
 }
 
 ORDO_API ordo_status ordo_wait_for_var_timeout(ordo_engine* e, ordo_var v, uint64_t timeout_ns) {
-  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
-  return guarded(api, [&]() -> ordo_status {
+  return guarded(__func__, [&](const char*) -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     return engine->wait_for_var(v, &timeout_ns);
@@ -459,8 +440,7 @@ ORDO_API ordo_status ordo_wait_for_var_timeout(ordo_engine* e, ordo_var v, uint6
 }
 
 ORDO_API ordo_status ordo_wait_for_all(ordo_engine* e) {
-  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
-  return guarded(api, [&]() -> ordo_status {
+  return guarded(__func__, [&](const char*) -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     return engine->wait_for_all(nullptr);
@@ -468,8 +448,7 @@ ORDO_API ordo_status ordo_wait_for_all(ordo_engine* e) {
 }
 
 ORDO_API ordo_status ordo_wait_for_all_timeout(ordo_engine* e, uint64_t timeout_ns) {
-  const char* const api = __func__;  // inside the lambda, __func__ is "operator()"
-  return guarded(api, [&]() -> ordo_status {
+  return guarded(__func__, [&](const char*) -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
     return engine->wait_for_all(&timeout_ns);
