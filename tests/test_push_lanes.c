@@ -169,3 +169,96 @@ Test(push_lanes, one_thread_rotating_through_many_engines) {
   }
   cr_assert_eq(atomic_load(&counter), (long)kEngines * kRounds);
 }
+
+/* A pushing thread that runs ops itself (ORDO_ENGINE_FLAG_PUSHERS_HELP) counts their completions
+ * on its lane and returns their blocks to its magazine. When such an op pushes to as many other
+ * engines as the lane cache holds, the cache must not evict (and give back) the lane the helper
+ * below it is still using: another thread would claim it and share its magazine. Two threads
+ * both help, each rotating through 5 engines so every lane lookup misses; the engine's workers
+ * are held by gates so that only the pushers run its ops. Checked by the counts here, and by
+ * TSan in the sanitizer run (a shared magazine is a data race). */
+enum { kHelpEngines = 4, kHelpOps = 3000 };
+
+typedef struct {
+  ordo_engine* helped;               /* the engine whose ops the pushers run */
+  ordo_engine* others[kHelpEngines]; /* naive engines the pushers' ops push to */
+  ordo_var other_vars[kHelpEngines];
+  atomic_long ran;    /* ops of `helped` run */
+  atomic_long nested; /* ops on the other engines run */
+  atomic_int failures;
+} help_evict_ctx;
+
+static int32_t nested_bump(ordo_exec* x, void* ud) {
+  (void)x;
+  atomic_fetch_add(&((help_evict_ctx*)ud)->nested, 1);
+  return 0;
+}
+
+/* Runs on a helping pusher: each push to another engine is a lane-cache miss there. */
+static int32_t push_to_others(ordo_exec* x, void* ud) {
+  (void)x;
+  help_evict_ctx* c = ud;
+  for (int i = 0; i < kHelpEngines; ++i) {
+    if (ordo_opr_push(c->others[i], nested_bump, c, NULL, 0, &c->other_vars[i], 1, NULL) !=
+        ORDO_OK) {
+      atomic_fetch_add(&c->failures, 1);
+    }
+  }
+  atomic_fetch_add(&c->ran, 1);
+  return 0;
+}
+
+static void* helping_pusher(void* p) {
+  help_evict_ctx* c = p;
+  ordo_var own[8];
+  for (int i = 0; i < 8; ++i) {
+    if (ordo_var_new(c->helped, &own[i]) != ORDO_OK) atomic_fetch_add(&c->failures, 1);
+  }
+  for (int i = 0; i < kHelpOps; ++i) {
+    if (ordo_opr_push(c->helped, push_to_others, c, NULL, 0, &own[i % 8], 1, NULL) != ORDO_OK) {
+      atomic_fetch_add(&c->failures, 1);
+    }
+  }
+  return NULL;
+}
+
+Test(push_lanes, a_helping_pusher_keeps_its_lane_while_its_op_pushes_elsewhere) {
+  help_evict_ctx c;
+  ordo_engine_config cfg;
+  ordo_engine_config_init(&cfg);
+  cfg.kind = ORDO_ENGINE_PER_DEVICE;
+  cfg.cpu_threads = 2;
+  cfg.max_pending = 64; /* the smallest window: checked every 8 pushes */
+  cfg.flags = ORDO_ENGINE_FLAG_PUSHERS_HELP;
+  cr_assert_eq(ordo_engine_create(&cfg, &c.helped), ORDO_OK, "%s", ordo_last_error_message());
+  for (int i = 0; i < kHelpEngines; ++i) {
+    cr_assert_eq(tu_engine_create(ORDO_ENGINE_NAIVE, 0, &c.others[i]), ORDO_OK);
+    cr_assert_eq(ordo_var_new(c.others[i], &c.other_vars[i]), ORDO_OK);
+  }
+  atomic_init(&c.ran, 0);
+  atomic_init(&c.nested, 0);
+  atomic_init(&c.failures, 0);
+  tu_gate gate;
+  tu_gate_init(&gate);
+  ordo_var gate_vars[2];
+  for (int i = 0; i < 2; ++i) {
+    cr_assert_eq(ordo_var_new(c.helped, &gate_vars[i]), ORDO_OK);
+    cr_assert_eq(ordo_opr_push(c.helped, tu_gate_fn, &gate, NULL, 0, &gate_vars[i], 1, NULL),
+                 ORDO_OK);
+  }
+  cr_assert(tu_wait_eq(&gate.in, 2, 10000), "the gate ops did not start");
+  pthread_t th[2];
+  for (int t = 0; t < 2; ++t) cr_assert_eq(pthread_create(&th[t], NULL, helping_pusher, &c), 0);
+  for (int t = 0; t < 2; ++t) cr_assert_eq(pthread_join(th[t], NULL), 0);
+  atomic_store(&gate.open, 1);
+  cr_assert_eq(ordo_wait_for_all(c.helped), ORDO_OK, "%s", ordo_last_error_message());
+  cr_assert_eq(atomic_load(&c.failures), 0);
+  cr_assert_eq(atomic_load(&c.ran), 2L * kHelpOps);
+  cr_assert_eq(atomic_load(&c.nested), 2L * kHelpOps * kHelpEngines);
+  ordo_stats st = {.struct_size = sizeof st};
+  cr_assert_eq(ordo_engine_stats(c.helped, &st), ORDO_OK);
+  cr_assert_eq(st.pending, 0, "pending %llu after wait_for_all", (unsigned long long)st.pending);
+  cr_assert_eq(st.completed, 2 + 2ull * kHelpOps);
+  cr_assert_eq(ordo_engine_destroy(c.helped), ORDO_OK);
+  for (int i = 0; i < kHelpEngines; ++i) cr_assert_eq(ordo_engine_destroy(c.others[i]), ORDO_OK);
+}

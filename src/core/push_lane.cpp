@@ -31,12 +31,36 @@ void give_back(LaneEntry& e) {
   e = LaneEntry{};
 }
 
+// True when an op (or free_fn) of the entry's engine is on this thread's stack. A frame below
+// may then still be using the entry's lane: a pusher that runs ops (ORDO_ENGINE_FLAG_PUSHERS_HELP)
+// counts their completions and returns their blocks on it after the op, which may have pushed
+// to other engines meanwhile. Given back, the lane could be claimed by another thread and its
+// magazine shared.
+bool used_below(const LaneEntry& e) {
+  if (!e.lane) return false;
+  EngineSlot* slot = slot_for_tag(e.tag);
+  Engine* engine = slot ? pin_engine(slot) : nullptr;
+  if (!engine) return false;
+  const bool used = engine->uid() == e.uid && engine->called_from_inside();
+  unpin_engine(slot);
+  return used;
+}
+
 struct LaneCache {
   static constexpr unsigned kEntries = 4;
   LaneEntry entries[kEntries];
   unsigned next_victim = 0;
   ~LaneCache() {
     for (auto& e : entries) give_back(e);
+  }
+  // The next entry round the cache that may be given back; nullptr when a frame below uses
+  // every one (the caller then pushes through the engine's shared lane).
+  LaneEntry* pick_victim() {
+    for (unsigned tries = 0; tries < kEntries; ++tries) {
+      LaneEntry& e = entries[next_victim++ % kEntries];
+      if (!used_below(e)) return &e;
+    }
+    return nullptr;
   }
 };
 
@@ -61,12 +85,13 @@ PushLane* claim_lane(Engine* engine) {
     }
   }
   if (tls_token == 0) tls_token = new_thread_token();
+  LaneEntry* victim = cache.pick_victim();
+  if (!victim) return nullptr;
   PushLane* lane = engine->claim_external_lane(tls_token);
   if (!lane) return nullptr;
-  LaneEntry& victim = cache.entries[cache.next_victim++ % LaneCache::kEntries];
-  if (victim.uid == tls_last_uid) tls_last_uid = 0;
-  give_back(victim);
-  victim = LaneEntry{uid, engine->tag(), lane};
+  if (victim->uid == tls_last_uid) tls_last_uid = 0;
+  give_back(*victim);
+  *victim = LaneEntry{uid, engine->tag(), lane};
   tls_last_uid = uid;
   tls_last_lane = lane;
   return lane;

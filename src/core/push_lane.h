@@ -5,7 +5,8 @@
 //
 // Workers own a lane each for the pushes their ops make. Other threads claim a free lane on
 // their first push to an engine (remembered in a small thread-local cache keyed by the engine's
-// unique id) and give it back when they exit or when the cache evicts it; the blocks in its
+// unique id) and give it back when they exit or when the cache evicts it (never while an op of
+// that engine runs on the thread: a frame below may still use the lane); the blocks in its
 // magazine stay with the lane for its next owner. When all lanes are taken, pushes fall back to
 // a shared lane behind a spin lock.
 #pragma once
