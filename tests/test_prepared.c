@@ -425,6 +425,52 @@ Test(prepared, var_deleted_since) {
   cr_assert_eq(atomic_load(&g_freed), 1, "never-deleted prepared op: free_fn at destroy");
 }
 
+/* A prepared op over more vars than a push copies (16): such a push keeps the op alive with a
+ * reference of its own while it enqueues. Pushes behind a blocker, a delete while they wait, a
+ * push refused for a deleted var: every accepted push runs, and free_fn runs once, after them. */
+Test(prepared, long_var_list_pushes_delete_and_refusal) {
+  enum { kVars = 40 };
+  reset();
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE, 2);
+  ordo_var v[kVars];
+  for (int i = 0; i < kVars; i++) cr_assert_eq(ordo_var_new(e, &v[i]), ORDO_OK);
+  struct blocker b;
+  memset(&b, 0, sizeof b);
+  cr_assert_eq(ordo_opr_push(e, op_block, &b, NULL, 0, &v[kVars - 1], 1, NULL), ORDO_OK);
+  cr_assert(wait_flag(&b.started, 1, 5000));
+  ordo_push_opts o;
+  ordo_push_opts_init(&o);
+  o.free_fn = free_count;
+  ordo_opr p = 0;
+  cr_assert_eq(ordo_opr_new(e, op_run, NULL, v, kVars / 2, v + kVars / 2, kVars / 2, &o, &p),
+               ORDO_OK, "%s", ordo_last_error_message());
+  for (int i = 0; i < 5; i++) cr_assert_eq(ordo_opr_push_prepared(e, p, 0), ORDO_OK);
+  cr_assert_eq(ordo_opr_delete(e, p), ORDO_OK);
+  cr_assert_eq(atomic_load(&g_freed), 0, "free_fn ran before the pending pushes finished");
+  atomic_store(&b.release, 1);
+  cr_assert_eq(ordo_wait_for_all(e), ORDO_OK);
+  cr_assert(wait_flag(&g_freed, 1, 2000), "free_fn never ran after delete and the last push");
+  cr_assert_eq(atomic_load(&g_runs_at_free), 5, "free_fn ran after %d of 5 pushes",
+               atomic_load(&g_runs_at_free));
+
+  /* A refused push gives both of its references back: the handle's stays until delete. */
+  reset();
+  cr_assert_eq(ordo_opr_new(e, op_run, NULL, v, kVars / 2, v + kVars / 2, kVars / 2, &o, &p),
+               ORDO_OK);
+  cr_assert_eq(ordo_var_delete(e, v[kVars - 1]), ORDO_OK);
+  cr_assert_eq(ordo_opr_push_prepared(e, p, 0), ORDO_ERR_INVALID_HANDLE);
+  cr_assert_eq(ordo_opr_push_prepared(e, p, 0), ORDO_ERR_INVALID_HANDLE);
+  cr_assert_eq(ordo_wait_for_all(e), ORDO_OK);
+  sleep_ms(10);
+  cr_assert_eq(atomic_load(&g_freed), 0, "free_fn ran while the handle was live");
+  cr_assert_eq(ordo_opr_delete(e, p), ORDO_OK);
+  cr_assert(wait_flag(&g_freed, 1, 2000), "free_fn never ran after delete");
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&g_freed), 1, "free_fn ran %d times", atomic_load(&g_freed));
+  cr_assert_eq(atomic_load(&g_runs), 0);
+  cr_assert_eq(atomic_load(&b.timed_out), 0);
+}
+
 Test(prepared, opr_new_bad_arguments) {
   reset();
   ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE, 2);

@@ -647,6 +647,10 @@ ordo_status Engine::prepared_new(const OpSpec& spec, const ordo_var* const_vars,
   return ORDO_OK;
 }
 
+// Var lists up to this long are copied for each prepared push (a few cache lines); longer ones
+// cost an extra atomic on the prepared op instead.
+constexpr size_t kPreparedCopyMax = 16;
+
 ordo_status Engine::prepared_push(ordo_opr opr, int32_t priority) {
   if (ordo_status s = check_handle_kind(opr, HandleKind::kPrepared)) return s;
   HandleBits b = HandleBits::decode(opr);
@@ -666,8 +670,22 @@ ordo_status Engine::prepared_push(ordo_opr opr, int32_t priority) {
   spec.name = p->name;
   spec.kind = OpKind::kPrepared;
   spec.internal = p;
-  ordo_status s = push_resolved(spec, p->group, p->refs.data(), p->refs.size());
-  if (s != ORDO_OK && p->release()) prepared_.finish(p);
+  // The push may not read p->refs once its op can have run: the op's completion drops this
+  // push's reference, which may be the last (the handle deleted meanwhile); the slot is then
+  // reused and a new ordo_opr_new frees the list, while enqueue_on_vars still unlocks through
+  // it. Short lists are copied to the stack; a long one is kept by a second reference.
+  const size_t n = p->refs.size();
+  if (n <= kPreparedCopyMax) {
+    VarRef copy[kPreparedCopyMax];
+    std::copy(p->refs.begin(), p->refs.end(), copy);
+    ordo_status s = push_resolved(spec, p->group, copy, n);
+    if (s != ORDO_OK && p->release()) prepared_.finish(p);
+    return s;
+  }
+  p->retain();
+  ordo_status s = push_resolved(spec, p->group, p->refs.data(), n);
+  if (s != ORDO_OK && p->release()) prepared_.finish(p);  // the op's reference: never pushed
+  if (p->release()) prepared_.finish(p);                  // this push's own
   return s;
 }
 

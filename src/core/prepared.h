@@ -44,6 +44,8 @@ struct PreparedOp {
   uint32_t gen() const { return static_cast<uint32_t>(state.load() >> 40); }
   // Takes a push reference if the op is live at generation `gen`.
   bool try_acquire(uint32_t gen);
+  // Takes another reference; the caller already holds one.
+  void retain() { state.fetch_add(1, std::memory_order_relaxed); }
   // Drops a reference; true when it was the last (the caller then finishes the op).
   bool release();
   // Invalidates generation `gen` and drops the handle's reference. *last tells whether that was
