@@ -90,6 +90,10 @@ meson compile -C "$build" -j "${JOBS:-2}" >/dev/null || log "the build failed; r
 build=$(cd "$build" && pwd) # absolute: the Cholesky programs run inside it
 
 out_dir=${BENCH_OUT:-$build}
+mkdir -p "$out_dir" || {
+  echo "bench/run.sh: cannot create BENCH_OUT=$out_dir" >&2
+  exit 2
+}
 raw="$out_dir/bench-results.txt"
 : >"$raw"
 
