@@ -262,3 +262,167 @@ Test(push_lanes, a_helping_pusher_keeps_its_lane_while_its_op_pushes_elsewhere) 
   cr_assert_eq(ordo_engine_destroy(c.helped), ORDO_OK);
   for (int i = 0; i < kHelpEngines; ++i) cr_assert_eq(ordo_engine_destroy(c.others[i]), ORDO_OK);
 }
+
+/* A pthread key destructor runs after the thread's C++ thread_locals are destroyed, so after
+ * the thread has given its lanes back; a push from there must not use the lane it gave back
+ * (another thread may own it now: two writers on one magazine) nor claim one that nothing would
+ * give back. Thread A pushes from its key destructor while thread B, which claimed a lane just
+ * after A gave its lane back, pushes too: every op runs once and the counts add up. */
+enum { kExitOps = 50000 };
+
+typedef struct {
+  ordo_engine* e;
+  atomic_long ran;
+  atomic_int failures;
+  atomic_int a_exiting; /* A's key destructor has started */
+  atomic_int b_has_lane;
+} exit_ctx;
+
+static exit_ctx g_exit;
+static pthread_key_t g_exit_key;
+
+static int32_t exit_bump(ordo_exec* x, void* ud) {
+  (void)x;
+  atomic_fetch_add(&((exit_ctx*)ud)->ran, 1);
+  return 0;
+}
+
+static void push_many(exit_ctx* c) {
+  for (int i = 0; i < kExitOps; ++i) {
+    if (ordo_opr_push(c->e, exit_bump, c, NULL, 0, NULL, 0, NULL) != ORDO_OK) {
+      atomic_fetch_add(&c->failures, 1);
+    }
+  }
+}
+
+static void exit_key_destructor(void* p) {
+  exit_ctx* c = p;
+  atomic_store(&c->a_exiting, 1);
+  tu_wait_eq(&c->b_has_lane, 1, 10000);
+  push_many(c);
+}
+
+static void* exiting_thread(void* p) {
+  exit_ctx* c = p;
+  pthread_setspecific(g_exit_key, c);
+  if (ordo_opr_push(c->e, exit_bump, c, NULL, 0, NULL, 0, NULL) != ORDO_OK) {
+    atomic_fetch_add(&c->failures, 1);
+  }
+  return NULL;
+}
+
+static void* lane_taker(void* p) {
+  exit_ctx* c = p;
+  if (ordo_opr_push(c->e, exit_bump, c, NULL, 0, NULL, 0, NULL) != ORDO_OK) {
+    atomic_fetch_add(&c->failures, 1);
+  }
+  atomic_store(&c->b_has_lane, 1);
+  push_many(c);
+  return NULL;
+}
+
+Test(push_lanes, pushes_from_a_key_destructor_after_the_lanes_are_given_back) {
+  exit_ctx* c = &g_exit;
+  c->e = make_engine();
+  atomic_init(&c->ran, 0);
+  atomic_init(&c->failures, 0);
+  atomic_init(&c->a_exiting, 0);
+  atomic_init(&c->b_has_lane, 0);
+  cr_assert_eq(pthread_key_create(&g_exit_key, exit_key_destructor), 0);
+  pthread_t a, b;
+  cr_assert_eq(pthread_create(&a, NULL, exiting_thread, c), 0);
+  cr_assert(tu_wait_eq(&c->a_exiting, 1, 10000), "the key destructor did not run");
+  cr_assert_eq(pthread_create(&b, NULL, lane_taker, c), 0);
+  cr_assert_eq(pthread_join(b, NULL), 0);
+  cr_assert_eq(pthread_join(a, NULL), 0);
+  cr_assert_eq(ordo_wait_for_all_timeout(c->e, 10000000000ull), ORDO_OK, "%s",
+               ordo_last_error_message());
+  cr_assert_eq(atomic_load(&c->failures), 0);
+  cr_assert_eq(atomic_load(&c->ran), 2L * kExitOps + 2);
+  ordo_stats st = {.struct_size = sizeof st};
+  cr_assert_eq(ordo_engine_stats(c->e, &st), ORDO_OK);
+  cr_assert_eq(st.pushed, 2ull * kExitOps + 2);
+  cr_assert_eq(st.pending, 0);
+  cr_assert_eq(ordo_engine_destroy(c->e), ORDO_OK);
+  pthread_key_delete(g_exit_key);
+}
+
+/* Lanes are not lost to exiting threads: 70 threads (more than the 64 lanes) each push from a
+ * key destructor after their lane cache is gone. A fresh thread must still get a lane of its
+ * own, which shows as ORDO_ENGINE_FLAG_PUSHERS_HELP working for it (a thread on the shared lane
+ * never helps): with both workers held by gates, ops run on the pushing thread. */
+static ordo_engine* g_leak_engine;
+static ordo_engine* g_leak_other;
+static pthread_key_t g_leak_key;
+static atomic_int g_on_pusher;
+
+static int32_t count_if_on_pusher(ordo_exec* x, void* ud) {
+  (void)ud;
+  ordo_exec_info info = {.struct_size = sizeof info};
+  if (ordo_exec_get_info(x, &info) == ORDO_OK && info.worker_index == -1) {
+    atomic_fetch_add(&g_on_pusher, 1);
+  }
+  return 0;
+}
+
+static int32_t nothing(ordo_exec* x, void* ud) {
+  (void)x;
+  (void)ud;
+  return 0;
+}
+
+static void leak_key_destructor(void* p) {
+  (void)p;
+  ordo_opr_push(g_leak_engine, nothing, NULL, NULL, 0, NULL, 0, NULL);
+}
+
+static void* exits_after_pushing(void* p) {
+  (void)p;
+  pthread_setspecific(g_leak_key, (void*)1);
+  ordo_opr_push(g_leak_other, nothing, NULL, NULL, 0, NULL, 0, NULL); /* its lane cache lives */
+  return NULL;
+}
+
+static void* helping_thread(void* p) {
+  (void)p;
+  for (int i = 0; i < 200; ++i) {
+    ordo_opr_push(g_leak_engine, count_if_on_pusher, NULL, NULL, 0, NULL, 0, NULL);
+  }
+  return NULL;
+}
+
+Test(push_lanes, threads_exiting_through_key_destructors_keep_no_lane) {
+  ordo_engine_config cfg;
+  ordo_engine_config_init(&cfg);
+  cfg.kind = ORDO_ENGINE_POOLED;
+  cfg.cpu_threads = 2;
+  cfg.max_pending = 64;
+  cfg.flags = ORDO_ENGINE_FLAG_PUSHERS_HELP;
+  cr_assert_eq(ordo_engine_create(&cfg, &g_leak_engine), ORDO_OK);
+  cr_assert_eq(tu_engine_create(ORDO_ENGINE_NAIVE, 0, &g_leak_other), ORDO_OK);
+  cr_assert_eq(pthread_key_create(&g_leak_key, leak_key_destructor), 0);
+  pthread_t t;
+  for (int i = 0; i < 70; ++i) {
+    cr_assert_eq(pthread_create(&t, NULL, exits_after_pushing, NULL), 0);
+    cr_assert_eq(pthread_join(t, NULL), 0);
+  }
+  tu_gate gate;
+  tu_gate_init(&gate);
+  ordo_var gate_vars[2];
+  for (int i = 0; i < 2; ++i) {
+    cr_assert_eq(ordo_var_new(g_leak_engine, &gate_vars[i]), ORDO_OK);
+    cr_assert_eq(ordo_opr_push(g_leak_engine, tu_gate_fn, &gate, NULL, 0, &gate_vars[i], 1, NULL),
+                 ORDO_OK);
+  }
+  cr_assert(tu_wait_eq(&gate.in, 2, 10000), "the gate ops did not start");
+  atomic_store(&g_on_pusher, 0);
+  cr_assert_eq(pthread_create(&t, NULL, helping_thread, NULL), 0);
+  cr_assert_eq(pthread_join(t, NULL), 0);
+  atomic_store(&gate.open, 1);
+  cr_assert_eq(ordo_wait_for_all(g_leak_engine), ORDO_OK);
+  cr_assert_gt(atomic_load(&g_on_pusher), 0,
+               "no op ran on the pushing thread: it found every lane taken by exited threads");
+  cr_assert_eq(ordo_engine_destroy(g_leak_engine), ORDO_OK);
+  cr_assert_eq(ordo_engine_destroy(g_leak_other), ORDO_OK);
+  pthread_key_delete(g_leak_key);
+}

@@ -50,9 +50,7 @@ struct LaneCache {
   static constexpr unsigned kEntries = 4;
   LaneEntry entries[kEntries];
   unsigned next_victim = 0;
-  ~LaneCache() {
-    for (auto& e : entries) give_back(e);
-  }
+  ~LaneCache();
   // The next entry round the cache that may be given back; nullptr when a frame below uses
   // every one (the caller then pushes through the engine's shared lane).
   LaneEntry* pick_victim() {
@@ -70,12 +68,24 @@ thread_local LaneCache tls_lanes;
 ORDO_HOT_TLS uint64_t tls_last_uid = 0;
 ORDO_HOT_TLS PushLane* tls_last_lane = nullptr;
 ORDO_HOT_TLS uint64_t tls_token = 0;
+// Set when this thread's tls_lanes has been destroyed. glibc runs thread_local destructors
+// before pthread key destructors, and one of those may still push: it must neither use a lane
+// given back (another thread may own it now) nor claim one that nothing would give back.
+ORDO_HOT_TLS bool tls_lanes_gone = false;
+
+LaneCache::~LaneCache() {
+  for (auto& e : entries) give_back(e);
+  tls_last_uid = 0;
+  tls_last_lane = nullptr;
+  tls_lanes_gone = true;
+}
 
 }  // namespace
 
 PushLane* claim_lane(Engine* engine) {
   const uint64_t uid = engine->uid();
   if (tls_last_uid == uid) return tls_last_lane;
+  if (tls_lanes_gone) return nullptr;  // the thread is exiting: the shared lane
   LaneCache& cache = tls_lanes;
   for (auto& e : cache.entries) {
     if (e.uid == uid) {
