@@ -286,3 +286,108 @@ Test(pushers_help, env_turns_it_on_and_get_config_reports_it) {
   cr_assert_null(e);
   unsetenv("ORDO_PUSHERS_HELP");
 }
+
+/* ---- helping only from outside every op, and only in ordo_opr_push ---- */
+
+/* An op of another engine pushes to the helping engine past its window: the pushes wait for
+ * the window like any push from inside an op, but no op of the helping engine runs on that
+ * thread (such an op could wait for what the outer op does after its pushes, forever). */
+typedef struct {
+  ordo_engine* helping;
+  help_ctx* h;
+  pthread_t outer_thread;
+  atomic_int pushes_ok;
+} outer_ctx;
+
+static outer_ctx* g_outer;
+
+static int32_t counts_outer_thread_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  help_ctx* h = ud;
+  atomic_fetch_add(&h->ran, 1);
+  if (pthread_equal(pthread_self(), g_outer->outer_thread)) atomic_fetch_add(&h->on_pusher, 1);
+  return 0;
+}
+
+static int32_t outer_op(ordo_exec* exec, void* ud) {
+  (void)exec;
+  outer_ctx* c = ud;
+  c->outer_thread = pthread_self();
+  for (int i = 0; i < 256; ++i) {
+    if (ordo_opr_push(c->helping, counts_outer_thread_fn, c->h, NULL, 0, NULL, 0, NULL) ==
+        ORDO_OK) {
+      atomic_fetch_add(&c->pushes_ok, 1);
+    }
+  }
+  return 0;
+}
+
+Test(pushers_help, pushes_from_inside_an_op_of_another_engine_never_help) {
+  help_ctx h;
+  ordo_engine* e = engine_with_workers_held(1, &h);
+  ordo_engine* other = NULL;
+  ST(tu_engine_create(ORDO_ENGINE_POOLED, 2, &other), ORDO_OK);
+  outer_ctx c = {.helping = e, .h = &h};
+  atomic_init(&c.pushes_ok, 0);
+  g_outer = &c;
+  ST(ordo_opr_push(other, outer_op, &c, NULL, 0, NULL, 0, NULL), ORDO_OK);
+  ST(ordo_wait_for_all(other), ORDO_OK);
+  cr_assert_eq(atomic_load(&c.pushes_ok), 256);
+  cr_assert_eq(atomic_load(&h.on_pusher), 0,
+               "%d ops of the helping engine ran inside an op of another engine",
+               atomic_load(&h.on_pusher));
+  atomic_store(&h.gate.open, 1);
+  ST(ordo_wait_for_all(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&h.ran), 256);
+  expect_all_counted(e, 256 + 2);
+  ST(ordo_engine_destroy(other), ORDO_OK);
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}
+
+/* ordo_var_clear_error, ordo_wait_for_var_timeout and ordo_var_delete queue internal ops; past
+ * the window they must not run the caller's callbacks on the calling thread (the header names
+ * only the two push calls). Another thread leaves ready ops behind first: with priority 1, a
+ * push never runs its own op, and a throttled pusher helps only until half the window is left. */
+static void* filling_thread(void* p) {
+  help_ctx* h = p;
+  ordo_push_opts o;
+  ordo_push_opts_init(&o);
+  o.priority = 1;
+  for (int i = 0; i < kFillers; ++i) {
+    if (ordo_opr_push(g_outer->helping, filler_fn, h, NULL, 0, NULL, 0, &o) != ORDO_OK) break;
+  }
+  return NULL;
+}
+
+Test(pushers_help, internal_ops_never_run_callbacks_on_the_caller) {
+  help_ctx h;
+  help_ctx_init(&h);
+  g_pusher = pthread_self();
+  ordo_engine* e = make_engine(1);
+  /* The gates hold the workers and the vars the internal ops queue behind. */
+  ordo_var held[2];
+  for (int i = 0; i < 2; ++i) {
+    ST(ordo_var_new(e, &held[i]), ORDO_OK);
+    ST(ordo_opr_push(e, tu_gate_fn, &h.gate, NULL, 0, &held[i], 1, NULL), ORDO_OK);
+  }
+  cr_assert(tu_wait_ge(&h.gate.in, 2, 20000), "the two gate ops did not both start");
+  outer_ctx c = {.helping = e, .h = &h};
+  g_outer = &c;
+  pthread_t filler;
+  cr_assert_eq(pthread_create(&filler, NULL, filling_thread, &h), 0);
+  cr_assert_eq(pthread_join(filler, NULL), 0);
+  cr_assert_lt(atomic_load(&h.ran), kFillers, "no ready op was left for the test");
+  int before = atomic_load(&h.on_pusher); /* 0: the filler is not g_pusher */
+  for (int i = 0; i < 300; ++i) {
+    ST(ordo_var_clear_error(e, held[0]), ORDO_OK);
+    ST(ordo_wait_for_var_timeout(e, held[0], 0), ORDO_ERR_TIMEOUT);
+  }
+  ST(ordo_var_delete(e, held[1]), ORDO_OK);
+  cr_assert_eq(atomic_load(&h.on_pusher), before,
+               "%d callbacks ran on this thread inside clear_error, wait_for_var or delete",
+               atomic_load(&h.on_pusher) - before);
+  atomic_store(&h.gate.open, 1);
+  ST(ordo_wait_for_all(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&h.ran), kFillers);
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}

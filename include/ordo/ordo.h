@@ -163,7 +163,9 @@ ORDO_API size_t ordo_last_error_copy(char* buf, size_t cap);
  * later check finds fewer than half of max_pending pending, a push whose op is ready at once
  * (normal CPU property, priority 0) runs it before returning. Faster when pushers outnumber
  * idle cores, since what a thread pushed is still in its cache. The trade: callbacks then run
- * on a thread that calls ordo_opr_push or ordo_opr_push_prepared from outside any op, so an op
+ * on a thread that calls ordo_opr_push or ordo_opr_push_prepared from outside any op (of any
+ * engine: a push from inside an op never helps; ordo_var_delete, ordo_var_clear_error and the
+ * waits never do, and are not held by the throttle either), so an op
  * must not wait for something that thread would do after its push returns (that would
  * deadlock); in particular two ops pushed by one thread, readers of one var included, are then
  * not guaranteed to be able to run at the same time. Off by default; env ORDO_PUSHERS_HELP=1
@@ -185,7 +187,8 @@ typedef struct ordo_engine_config {
   int32_t copy_threads;         /**< per_device: workers for each copy direction; env
                                    ORDO_COPY_THREADS; default 1 */
   int32_t max_pending;    /**< submission throttle: when more ops than this are pending, a push
-                             from a thread that is not running an op of this engine waits until
+                             (ordo_opr_push, ordo_opr_push_prepared) from a thread that is not
+                             running an op of this engine waits until
                              half of them are done, for at most about 1 ms per push (so it never
                              deadlocks), keeping memory and caches bounded (StarPU's
                              STARPU_LIMIT_MAX_SUBMITTED_TASKS does the same). Each pushing

@@ -45,6 +45,13 @@ struct BusyScope {
   ~BusyScope() { --tls_busy_depth; }
 };
 
+// Whether an op (or free_fn) of any engine runs on this thread. ORDO_ENGINE_FLAG_PUSHERS_HELP
+// runs ops only on a thread that pushes from outside every op: an op of this engine run inside
+// another's could wait for what the outer op does after its push returns, and never see it.
+bool on_an_op_stack() {
+  return tls_worker != nullptr || tls_busy_depth > 0;
+}
+
 // Ops that run inline are queued here while another inline op of the same engine runs on this
 // thread, so nested readiness (an inline op making another ready) loops instead of recursing.
 // An op of another engine gets a nested loop: queuing it behind this engine's op could leave a
@@ -365,7 +372,7 @@ ordo_status Engine::push_internal(OpKind kind, ordo_var v, bool write, void* int
 // bounded, so a pusher that must itself complete pending work is slowed, never stopped.
 void Engine::throttle(PushLane* lane) {
   const int64_t low = throttle_low();
-  if (cfg_.pushers_help && help_while_throttled(lane, low)) return;
+  if (cfg_.pushers_help && !on_an_op_stack() && help_while_throttled(lane, low)) return;
   wait_for_window(low);
 }
 
@@ -398,9 +405,10 @@ void Engine::wait_for_window(int64_t low) {
 template <class F>
 void Engine::as_helper(PushLane* lane, F&& run) {
   Helper helper{this, lane, 0};
+  Helper* const outer = tls_helper;
   tls_helper = &helper;
   run();
-  tls_helper = nullptr;
+  tls_helper = outer;
   announce_batch(&helper.unflushed);
 }
 
@@ -433,7 +441,7 @@ bool Engine::help_while_throttled(PushLane* lane, int64_t low) {
 // libgomp does with a task once too many are queued). Only plain ops of the normal CPU group,
 // and never from inside an op (its pushes would recurse). False: dispatch it as usual.
 bool Engine::run_on_pusher(OpBlock* op, PushLane* lane) {
-  if (op->group != groups_[kCpu].get() || op->priority != 0 || called_from_inside()) return false;
+  if (op->group != groups_[kCpu].get() || op->priority != 0 || on_an_op_stack()) return false;
   as_helper(lane, [&] { execute(op, nullptr); });
   return true;
 }
@@ -481,8 +489,11 @@ ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef
     announce_completions();
     return refuse_push(status);  // the message after the count is back: keep the window short
   }
-  // Counted here, under the shared lane's lock when the lane is shared.
-  const bool check_window = lane->throttle_check_due(throttle_check_every_);
+  // Counted here, under the shared lane's lock when the lane is shared. Only the caller's own
+  // pushes are throttled: the internal ops of ordo_var_delete, ordo_var_clear_error and
+  // ordo_wait_for_var must neither wait nor run callbacks on the calling thread.
+  const bool user_op = spec.kind == OpKind::kUser || spec.kind == OpKind::kPrepared;
+  const bool check_window = user_op && lane->throttle_check_due(throttle_check_every_);
   if (shared) shared_lane_lock_.unlock();
   fill(op, spec, group);
   bool ready = false;
