@@ -8,6 +8,9 @@ echo "== the public header as C99 and C++17"
 "$build/tests/header_c99"
 "$build/tests/header_cxx17"
 
+echo "== C++ exceptions thrown by callbacks and free_fns"
+"$build/tests/ordo_exceptions_test"
+
 echo "== heap allocations on the hot path"
 "$build/tests/ordo_alloc_test"
 

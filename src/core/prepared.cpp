@@ -78,7 +78,14 @@ PreparedOp* PreparedTable::find(uint32_t index) const {
 }
 
 void PreparedTable::finish(PreparedOp* p) {
-  if (p->free_fn) p->free_fn(p->user_data);
+  if (p->free_fn) {
+    try {
+      p->free_fn(p->user_data);
+    } catch (...) {
+      // As for a plain op's free_fn: a C++ caller's throw must not take a worker (or
+      // ordo_opr_delete's caller, or destroy) down; the slot is recycled all the same.
+    }
+  }
   p->free_fn = nullptr;
   p->refs.clear();
   std::lock_guard<std::mutex> g(mutex_);
