@@ -878,3 +878,73 @@ Test(ordering, ops_of_1_to_20_vars_keep_the_order_over_reused_blocks, .timeout =
     destroy_engine(e);
   }
 }
+
+/* "Higher priority runs first among ready ops waiting for the same workers": a priority -1 op
+ * that is ready must not start before priority-0 ops waiting in another worker's deque. Worker
+ * 0 runs `first`, whose completion makes three readers ready: it keeps one (which runs 100 ms)
+ * and queues two in its deque. Worker 1, done with `second`, must steal those two before it
+ * takes the priority -1 op from the shared queue. */
+typedef struct {
+  atomic_int started, first_done, seq;
+  int order[4];
+} prio_ctx;
+
+static prio_ctx g_prio;
+
+static void spin_ms(int ms) {
+  uint64_t end = tu_now_ns() + (uint64_t)ms * 1000000ull;
+  while (tu_now_ns() < end) {
+  }
+}
+
+static int32_t first_fn(ordo_exec* x, void* ud) {
+  (void)x;
+  (void)ud;
+  atomic_fetch_add(&g_prio.started, 1);
+  tu_wait_ge(&g_prio.started, 2, 10000);
+  spin_ms(20);
+  atomic_store(&g_prio.first_done, 1);
+  return 0;
+}
+
+static int32_t second_fn(ordo_exec* x, void* ud) {
+  (void)x;
+  (void)ud;
+  atomic_fetch_add(&g_prio.started, 1);
+  tu_wait_ge(&g_prio.first_done, 1, 10000);
+  spin_ms(10);
+  return 0;
+}
+
+static int32_t record_fn(ordo_exec* x, void* ud) {
+  (void)x;
+  int tag = (int)(intptr_t)ud;
+  int i = atomic_fetch_add(&g_prio.seq, 1);
+  if (i < 4) g_prio.order[i] = tag;
+  if (tag == 1) spin_ms(100);
+  return 0;
+}
+
+Test(ordering, negative_priority_waits_for_priority_zero_ops_in_other_deques) {
+  if (tu_under_valgrind()) return; /* one thread at a time: the schedule cannot be staged */
+  memset(&g_prio, 0, sizeof g_prio);
+  ordo_engine* e = NULL;
+  cr_assert_eq(tu_engine_create(ORDO_ENGINE_POOLED, 2, &e), ORDO_OK);
+  ordo_var v;
+  cr_assert_eq(ordo_var_new(e, &v), ORDO_OK);
+  cr_assert_eq(ordo_opr_push(e, first_fn, NULL, NULL, 0, &v, 1, NULL), ORDO_OK);
+  cr_assert_eq(ordo_opr_push(e, second_fn, NULL, NULL, 0, NULL, 0, NULL), ORDO_OK);
+  for (intptr_t i = 1; i <= 3; ++i) {
+    cr_assert_eq(ordo_opr_push(e, record_fn, (void*)i, &v, 1, NULL, 0, NULL), ORDO_OK);
+  }
+  cr_assert(tu_wait_ge(&g_prio.started, 2, 10000), "first and second did not both start");
+  ordo_push_opts o;
+  ordo_push_opts_init(&o);
+  o.priority = -1;
+  cr_assert_eq(ordo_opr_push(e, record_fn, (void*)(intptr_t)-1, NULL, 0, NULL, 0, &o), ORDO_OK);
+  cr_assert_eq(ordo_wait_for_all(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&g_prio.seq), 4);
+  cr_assert_eq(g_prio.order[3], -1, "start order %d %d %d %d: the priority -1 op was not last",
+               g_prio.order[0], g_prio.order[1], g_prio.order[2], g_prio.order[3]);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+}

@@ -27,7 +27,7 @@ void ReadyQueue::push(OpBlock* op, size_t hint) {
   }
 }
 
-OpBlock* ReadyQueue::pop(size_t hint) {
+OpBlock* ReadyQueue::pop(size_t hint, bool with_negative) {
   if (urgent_.load(std::memory_order_relaxed) != 0) {
     if (OpBlock* op = heap_pop(true)) return op;
   }
@@ -35,8 +35,12 @@ OpBlock* ReadyQueue::pop(size_t hint) {
   if (overflow_count_.load(std::memory_order_relaxed) != 0) {
     if (OpBlock* op = overflow_pop()) return op;
   }
-  if (deferred_.load(std::memory_order_relaxed) != 0) return heap_pop(false);
-  return nullptr;
+  return with_negative ? pop_negative() : nullptr;
+}
+
+OpBlock* ReadyQueue::pop_negative() {
+  if (deferred_.load(std::memory_order_relaxed) == 0) return nullptr;
+  return heap_pop(false);
 }
 
 OpBlock* ReadyQueue::ring_pop(size_t hint) {

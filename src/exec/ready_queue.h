@@ -29,8 +29,12 @@ class ReadyQueue {
 
   // `hint` picks the ring (any number; the caller's lane or worker index).
   void push(OpBlock* op, size_t hint);
-  // Takes from the rings starting at the one `hint` picks.
-  OpBlock* pop(size_t hint);
+  // Takes from the rings starting at the one `hint` picks: positive priorities first, then
+  // priority 0, then (unless `with_negative` is false) negative priorities.
+  OpBlock* pop(size_t hint, bool with_negative = true);
+  // A negative-priority op, or nullptr. Workers take these only after stealing has failed:
+  // a priority-0 op in another worker's deque goes first.
+  OpBlock* pop_negative();
   // True when a positive-priority op waits: a worker then must not keep a ready op for itself.
   bool has_urgent() const { return urgent_.load(std::memory_order_relaxed) != 0; }
   // Whether anything was pushed and not yet popped, including an op whose ring cell is still

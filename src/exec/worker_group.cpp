@@ -87,14 +87,17 @@ void WorkerGroup::run(Worker* w) {
 }
 
 // Urgent (positive-priority) ops first, then this worker's own deque (newest first: its data is
-// warm), then the shared queue, then other workers' deques.
+// warm), then the shared queue's priority-0 ops, then other workers' deques (which hold only
+// priority-0 ops), and negative priorities last.
 OpBlock* WorkerGroup::find_work(Worker* w) {
+  const size_t hint = static_cast<size_t>(w->index);
   if (queue_.has_urgent()) {
-    if (OpBlock* op = queue_.pop(static_cast<size_t>(w->index))) return op;
+    if (OpBlock* op = queue_.pop(hint, false)) return op;
   }
   if (OpBlock* op = w->deque.pop()) return op;
-  if (OpBlock* op = queue_.pop(static_cast<size_t>(w->index))) return op;
-  return steal(w);
+  if (OpBlock* op = queue_.pop(hint, false)) return op;
+  if (OpBlock* op = steal(w)) return op;
+  return queue_.pop_negative();
 }
 
 OpBlock* WorkerGroup::steal(Worker* w) {
