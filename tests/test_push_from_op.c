@@ -451,3 +451,49 @@ Test(push_from_op, failed_pushes_inside_an_op_push_nothing) {
     destroy_engine(e);
   }
 }
+
+/* The header's promise for inline ops (naive engine, ORDO_PROP_ASYNC): an inline op pushed from
+ * inside an inline op of the same engine runs right after the outer op returns, not inside its
+ * push, and before the outermost push returns. */
+typedef struct {
+  ordo_engine* e;
+  int32_t prop;
+  atomic_int inner_ran;
+  atomic_int inner_ran_before_push_returned;
+} inline_ctx;
+
+static int32_t inner_inline(ordo_exec* x, void* ud) {
+  (void)x;
+  atomic_store(&((inline_ctx*)ud)->inner_ran, 1);
+  return 0;
+}
+
+static int32_t outer_inline(ordo_exec* x, void* ud) {
+  (void)x;
+  inline_ctx* c = ud;
+  ordo_push_opts o;
+  ordo_push_opts_init(&o);
+  o.prop = c->prop;
+  if (ordo_opr_push(c->e, inner_inline, c, NULL, 0, NULL, 0, &o) == ORDO_OK) {
+    atomic_store(&c->inner_ran_before_push_returned, atomic_load(&c->inner_ran));
+  }
+  return 0;
+}
+
+Test(push_from_op, an_inline_op_pushed_from_an_inline_op_runs_after_it) {
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    inline_ctx c = {.prop = ORDO_PROP_ASYNC};
+    atomic_init(&c.inner_ran, 0);
+    atomic_init(&c.inner_ran_before_push_returned, -1);
+    cr_assert_eq(tu_engine_create(tu_all_kinds[k], 2, &c.e), ORDO_OK);
+    ordo_push_opts o;
+    ordo_push_opts_init(&o);
+    o.prop = ORDO_PROP_ASYNC;
+    cr_assert_eq(ordo_opr_push(c.e, outer_inline, &c, NULL, 0, NULL, 0, &o), ORDO_OK);
+    cr_assert_eq(atomic_load(&c.inner_ran_before_push_returned), 0, "%s: inside the inner push",
+                 tu_kind_name(tu_all_kinds[k]));
+    cr_assert_eq(atomic_load(&c.inner_ran), 1, "%s: not before the outer push returned",
+                 tu_kind_name(tu_all_kinds[k]));
+    cr_assert_eq(ordo_engine_destroy(c.e), ORDO_OK);
+  }
+}

@@ -145,7 +145,8 @@ ORDO_API size_t ordo_last_error_copy(char* buf, size_t cap);
 
 /** Engine kinds (ordo_engine_config.kind). 0 means: env ORDO_ENGINE, else per_device. */
 #define ORDO_ENGINE_DEFAULT 0
-/** Runs each op inside the push call (or the call that makes it ready). A debugging aid: no
+/** Runs each op inside the push call (or the call that makes it ready); a push from inside one
+ *  of its ops runs right after that op returns (see ORDO_PROP_ASYNC). A debugging aid: no
  *  worker threads, nothing overlaps. */
 #define ORDO_ENGINE_NAIVE 1
 /** One shared pool of CPU workers for every op property. */
@@ -332,7 +333,10 @@ ORDO_API ordo_status ordo_var_get_error(ordo_engine* e, ordo_var v, int32_t* cod
 #define ORDO_PROP_COPY_TO_DEVICE 2   /**< per_device: upload workers (on the CPU today) */
 #define ORDO_PROP_COPY_FROM_DEVICE 3 /**< per_device: download workers (on the CPU today) */
 /** Runs inline on whichever thread makes it ready (the pusher or the thread completing its last
- *  dependency): for ops that only start asynchronous work and defer. Keep them short. */
+ *  dependency): for ops that only start asynchronous work and defer. Keep them short. One
+ *  exception: an inline op that another inline op of the same engine makes ready on the same
+ *  thread (by pushing it, or by completing) runs right after that op returns, not inside it,
+ *  so that inline ops never recurse; such an op must not wait for one it pushed. */
 #define ORDO_PROP_ASYNC 4
 
 /** Device types (ordo_push_opts.device_type). */
@@ -368,7 +372,8 @@ static inline void ordo_push_opts_init(ordo_push_opts* opts) {
 
 /**
  * Pushes an op. Always asynchronous (except for the naive engine and ORDO_PROP_ASYNC ops whose
- * vars are free, which run before this returns). The op runs after every op pushed before it
+ * vars are free, which run before this returns; when pushed from inside an inline op of the
+ * same engine, right after that op returns instead, see ORDO_PROP_ASYNC). The op runs after every op pushed before it
  * that shares a var with it where either mutates it. A var in both lists counts as mutable; a
  * var listed twice counts once; an op with no vars simply runs. May be called from inside an op.
  * Pushes from several threads are linearizable and never deadlock.
