@@ -686,17 +686,16 @@ ordo_status Engine::prepared_push(ordo_opr opr, int32_t priority) {
   // reused and a new ordo_opr_new frees the list, while enqueue_on_vars still unlocks through
   // it. Short lists are copied to the stack; a long one is kept by a second reference.
   const size_t n = p->refs.size();
-  if (n <= kPreparedCopyMax) {
-    VarRef copy[kPreparedCopyMax];
+  const bool copied = n <= kPreparedCopyMax;
+  VarRef copy[kPreparedCopyMax];
+  if (copied) {
     std::copy(p->refs.begin(), p->refs.end(), copy);
-    ordo_status s = push_resolved(spec, p->group, copy, n);
-    if (s != ORDO_OK && p->release()) prepared_.finish(p);
-    return s;
+  } else {
+    p->retain();
   }
-  p->retain();
-  ordo_status s = push_resolved(spec, p->group, p->refs.data(), n);
+  ordo_status s = push_resolved(spec, p->group, copied ? copy : p->refs.data(), n);
   if (s != ORDO_OK && p->release()) prepared_.finish(p);  // the op's reference: never pushed
-  if (p->release()) prepared_.finish(p);                  // this push's own
+  if (!copied && p->release()) prepared_.finish(p);       // this push's own
   return s;
 }
 

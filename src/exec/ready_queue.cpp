@@ -27,7 +27,7 @@ void ReadyQueue::push(OpBlock* op, size_t hint) {
   }
 }
 
-OpBlock* ReadyQueue::pop(size_t hint, bool with_negative) {
+OpBlock* ReadyQueue::pop(size_t hint) {
   if (urgent_.load(std::memory_order_relaxed) != 0) {
     if (OpBlock* op = heap_pop(true)) return op;
   }
@@ -35,7 +35,7 @@ OpBlock* ReadyQueue::pop(size_t hint, bool with_negative) {
   if (overflow_count_.load(std::memory_order_relaxed) != 0) {
     if (OpBlock* op = overflow_pop()) return op;
   }
-  return with_negative ? pop_negative() : nullptr;
+  return nullptr;
 }
 
 OpBlock* ReadyQueue::pop_negative() {

@@ -29,11 +29,11 @@ class ReadyQueue {
 
   // `hint` picks the ring (any number; the caller's lane or worker index).
   void push(OpBlock* op, size_t hint);
-  // Takes from the rings starting at the one `hint` picks: positive priorities first, then
-  // priority 0, then (unless `with_negative` is false) negative priorities.
-  OpBlock* pop(size_t hint, bool with_negative = true);
-  // A negative-priority op, or nullptr. Workers take these only after stealing has failed:
-  // a priority-0 op in another worker's deque goes first.
+  // Positive priorities first, then priority 0 from the rings (starting at the one `hint`
+  // picks); never a negative priority.
+  OpBlock* pop(size_t hint);
+  // A negative-priority op, or nullptr: taken only once nothing of a higher priority is ready
+  // anywhere (a worker steals first, since other workers' deques hold priority-0 ops).
   OpBlock* pop_negative();
   // True when a positive-priority op waits: a worker then must not keep a ready op for itself.
   bool has_urgent() const { return urgent_.load(std::memory_order_relaxed) != 0; }

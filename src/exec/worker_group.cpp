@@ -92,10 +92,10 @@ void WorkerGroup::run(Worker* w) {
 OpBlock* WorkerGroup::find_work(Worker* w) {
   const size_t hint = static_cast<size_t>(w->index);
   if (queue_.has_urgent()) {
-    if (OpBlock* op = queue_.pop(hint, false)) return op;
+    if (OpBlock* op = queue_.pop(hint)) return op;
   }
   if (OpBlock* op = w->deque.pop()) return op;
-  if (OpBlock* op = queue_.pop(hint, false)) return op;
+  if (OpBlock* op = queue_.pop(hint)) return op;
   if (OpBlock* op = steal(w)) return op;
   return queue_.pop_negative();
 }

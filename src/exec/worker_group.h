@@ -59,7 +59,10 @@ class WorkerGroup {
   }
   // A ready op from the shared queue for a thread that is not one of the group's workers (a
   // throttled pusher that helps), or nullptr. The workers' own deques are left to them.
-  OpBlock* take_ready(size_t ring_hint) { return queue_.pop(ring_hint); }
+  OpBlock* take_ready(size_t ring_hint) {
+    OpBlock* op = queue_.pop(ring_hint);
+    return op ? op : queue_.pop_negative();
+  }
   // Whether a worker of this group that just made `op` ready may run it itself next.
   bool may_keep(const Worker& w, const OpBlock* op) const {
     return w.group == this && w.next == nullptr && op->priority >= 0 && !queue_.has_urgent();
