@@ -188,18 +188,12 @@ typedef struct {
   atomic_int failures;
 } help_evict_ctx;
 
-static int32_t nested_bump(ordo_exec* x, void* ud) {
-  (void)x;
-  atomic_fetch_add(&((help_evict_ctx*)ud)->nested, 1);
-  return 0;
-}
-
 /* Runs on a helping pusher: each push to another engine is a lane-cache miss there. */
 static int32_t push_to_others(ordo_exec* x, void* ud) {
   (void)x;
   help_evict_ctx* c = ud;
   for (int i = 0; i < kHelpEngines; ++i) {
-    if (ordo_opr_push(c->others[i], nested_bump, c, NULL, 0, &c->other_vars[i], 1, NULL) !=
+    if (ordo_opr_push(c->others[i], bump, &c->nested, NULL, 0, &c->other_vars[i], 1, NULL) !=
         ORDO_OK) {
       atomic_fetch_add(&c->failures, 1);
     }
@@ -281,15 +275,9 @@ typedef struct {
 static exit_ctx g_exit;
 static pthread_key_t g_exit_key;
 
-static int32_t exit_bump(ordo_exec* x, void* ud) {
-  (void)x;
-  atomic_fetch_add(&((exit_ctx*)ud)->ran, 1);
-  return 0;
-}
-
 static void push_many(exit_ctx* c) {
   for (int i = 0; i < kExitOps; ++i) {
-    if (ordo_opr_push(c->e, exit_bump, c, NULL, 0, NULL, 0, NULL) != ORDO_OK) {
+    if (ordo_opr_push(c->e, bump, &c->ran, NULL, 0, NULL, 0, NULL) != ORDO_OK) {
       atomic_fetch_add(&c->failures, 1);
     }
   }
@@ -305,7 +293,7 @@ static void exit_key_destructor(void* p) {
 static void* exiting_thread(void* p) {
   exit_ctx* c = p;
   pthread_setspecific(g_exit_key, c);
-  if (ordo_opr_push(c->e, exit_bump, c, NULL, 0, NULL, 0, NULL) != ORDO_OK) {
+  if (ordo_opr_push(c->e, bump, &c->ran, NULL, 0, NULL, 0, NULL) != ORDO_OK) {
     atomic_fetch_add(&c->failures, 1);
   }
   return NULL;
@@ -313,7 +301,7 @@ static void* exiting_thread(void* p) {
 
 static void* lane_taker(void* p) {
   exit_ctx* c = p;
-  if (ordo_opr_push(c->e, exit_bump, c, NULL, 0, NULL, 0, NULL) != ORDO_OK) {
+  if (ordo_opr_push(c->e, bump, &c->ran, NULL, 0, NULL, 0, NULL) != ORDO_OK) {
     atomic_fetch_add(&c->failures, 1);
   }
   atomic_store(&c->b_has_lane, 1);

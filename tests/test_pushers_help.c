@@ -295,27 +295,15 @@ Test(pushers_help, env_turns_it_on_and_get_config_reports_it) {
 typedef struct {
   ordo_engine* helping;
   help_ctx* h;
-  pthread_t outer_thread;
   atomic_int pushes_ok;
 } outer_ctx;
-
-static outer_ctx* g_outer;
-
-static int32_t counts_outer_thread_fn(ordo_exec* exec, void* ud) {
-  (void)exec;
-  help_ctx* h = ud;
-  atomic_fetch_add(&h->ran, 1);
-  if (pthread_equal(pthread_self(), g_outer->outer_thread)) atomic_fetch_add(&h->on_pusher, 1);
-  return 0;
-}
 
 static int32_t outer_op(ordo_exec* exec, void* ud) {
   (void)exec;
   outer_ctx* c = ud;
-  c->outer_thread = pthread_self();
+  g_pusher = pthread_self(); /* filler_fn counts the ops that run on this thread */
   for (int i = 0; i < 256; ++i) {
-    if (ordo_opr_push(c->helping, counts_outer_thread_fn, c->h, NULL, 0, NULL, 0, NULL) ==
-        ORDO_OK) {
+    if (ordo_opr_push(c->helping, filler_fn, c->h, NULL, 0, NULL, 0, NULL) == ORDO_OK) {
       atomic_fetch_add(&c->pushes_ok, 1);
     }
   }
@@ -329,7 +317,6 @@ Test(pushers_help, pushes_from_inside_an_op_of_another_engine_never_help) {
   ST(tu_engine_create(ORDO_ENGINE_POOLED, 2, &other), ORDO_OK);
   outer_ctx c = {.helping = e, .h = &h};
   atomic_init(&c.pushes_ok, 0);
-  g_outer = &c;
   ST(ordo_opr_push(other, outer_op, &c, NULL, 0, NULL, 0, NULL), ORDO_OK);
   ST(ordo_wait_for_all(other), ORDO_OK);
   cr_assert_eq(atomic_load(&c.pushes_ok), 256);
@@ -349,12 +336,12 @@ Test(pushers_help, pushes_from_inside_an_op_of_another_engine_never_help) {
  * only the two push calls). Another thread leaves ready ops behind first: with priority 1, a
  * push never runs its own op, and a throttled pusher helps only until half the window is left. */
 static void* filling_thread(void* p) {
-  help_ctx* h = p;
+  outer_ctx* c = p;
   ordo_push_opts o;
   ordo_push_opts_init(&o);
   o.priority = 1;
   for (int i = 0; i < kFillers; ++i) {
-    if (ordo_opr_push(g_outer->helping, filler_fn, h, NULL, 0, NULL, 0, &o) != ORDO_OK) break;
+    if (ordo_opr_push(c->helping, filler_fn, c->h, NULL, 0, NULL, 0, &o) != ORDO_OK) break;
   }
   return NULL;
 }
@@ -372,9 +359,8 @@ Test(pushers_help, internal_ops_never_run_callbacks_on_the_caller) {
   }
   cr_assert(tu_wait_ge(&h.gate.in, 2, 20000), "the two gate ops did not both start");
   outer_ctx c = {.helping = e, .h = &h};
-  g_outer = &c;
   pthread_t filler;
-  cr_assert_eq(pthread_create(&filler, NULL, filling_thread, &h), 0);
+  cr_assert_eq(pthread_create(&filler, NULL, filling_thread, &c), 0);
   cr_assert_eq(pthread_join(filler, NULL), 0);
   cr_assert_lt(atomic_load(&h.ran), kFillers, "no ready op was left for the test");
   int before = atomic_load(&h.on_pusher); /* 0: the filler is not g_pusher */
