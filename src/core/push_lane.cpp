@@ -19,14 +19,26 @@ struct LaneEntry {
   PushLane* lane = nullptr;
 };
 
-// Gives a lane back if its engine still lives: the registry is checked by tag and the engine by
-// uid, so a lane of a destroyed engine is never touched.
-void give_back(LaneEntry& e) {
-  if (!e.lane) return;
+// Runs `fn(engine)` on the entry's engine if it still lives, checked by tag in the registry and
+// then by uid, so that a destroyed engine (or a new one in its slot) is never touched; false
+// when it is gone.
+template <class F>
+bool with_entry_engine(const LaneEntry& e, F&& fn) {
   EngineSlot* slot = slot_for_tag(e.tag);
-  if (Engine* engine = slot ? pin_engine(slot) : nullptr) {
-    if (engine->uid() == e.uid) e.lane->owner.store(0, std::memory_order_release);
-    unpin_engine(slot);
+  Engine* engine = slot ? pin_engine(slot) : nullptr;
+  if (!engine) return false;
+  const bool result = engine->uid() == e.uid && fn(engine);
+  unpin_engine(slot);
+  return result;
+}
+
+// Gives the entry's lane back (if its engine still lives) and empties the entry.
+void give_back(LaneEntry& e) {
+  if (e.lane) {
+    with_entry_engine(e, [&](Engine*) {
+      e.lane->owner.store(0, std::memory_order_release);
+      return true;
+    });
   }
   e = LaneEntry{};
 }
@@ -37,13 +49,8 @@ void give_back(LaneEntry& e) {
 // to other engines meanwhile. Given back, the lane could be claimed by another thread and its
 // magazine shared.
 bool used_below(const LaneEntry& e) {
-  if (!e.lane) return false;
-  EngineSlot* slot = slot_for_tag(e.tag);
-  Engine* engine = slot ? pin_engine(slot) : nullptr;
-  if (!engine) return false;
-  const bool used = engine->uid() == e.uid && engine->called_from_inside();
-  unpin_engine(slot);
-  return used;
+  return e.lane &&
+         with_entry_engine(e, [](Engine* engine) { return engine->called_from_inside(); });
 }
 
 struct LaneCache {
