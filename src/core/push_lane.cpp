@@ -1,5 +1,7 @@
 #include "core/push_lane.h"
 
+#include <pthread.h>
+
 #include "api/engine_registry.h"
 #include "core/engine.h"
 #include "core/hot_tls.h"
@@ -57,7 +59,6 @@ struct LaneCache {
   static constexpr unsigned kEntries = 4;
   LaneEntry entries[kEntries];
   unsigned next_victim = 0;
-  ~LaneCache();
   // The next entry round the cache that may be given back; nullptr when a frame below uses
   // every one (the caller then pushes through the engine's shared lane).
   LaneEntry* pick_victim() {
@@ -69,23 +70,53 @@ struct LaneCache {
   }
 };
 
+// Trivially destructible on purpose: its lanes are given back by a pthread key destructor
+// (ThreadExitHook), not by a thread_local destructor.
 thread_local LaneCache tls_lanes;
-// The last lane used: checked first, without touching tls_lanes (whose destructor makes every
-// access go through a TLS wrapper).
+// The last lane used: checked first, without touching tls_lanes.
 ORDO_HOT_TLS uint64_t tls_last_uid = 0;
 ORDO_HOT_TLS PushLane* tls_last_lane = nullptr;
 ORDO_HOT_TLS uint64_t tls_token = 0;
-// Set when this thread's tls_lanes has been destroyed. glibc runs thread_local destructors
-// before pthread key destructors, and one of those may still push: it must neither use a lane
-// given back (another thread may own it now) nor claim one that nothing would give back.
+// Set once ThreadExitHook is armed for this thread, and when it has given the lanes back. A
+// caller's key destructor may still push after that: it must neither use a lane given back
+// (another thread may own it now) nor claim one that nothing would give back.
+ORDO_HOT_TLS bool tls_exit_armed = false;
 ORDO_HOT_TLS bool tls_lanes_gone = false;
 
-LaneCache::~LaneCache() {
-  for (auto& e : entries) give_back(e);
-  tls_last_uid = 0;
-  tls_last_lane = nullptr;
-  tls_lanes_gone = true;
-}
+// Gives a thread's lanes back when it exits. A pthread key rather than a thread_local
+// destructor: glibc runs thread_local destructors before key destructors, so a thread whose
+// first push comes from a key destructor of the caller's would construct its cache after they
+// ran, and its lane would never come back. Setting the key's value from inside a key destructor
+// makes glibc run another round of them, which gives that lane back too.
+class ThreadExitHook {
+ public:
+  static ThreadExitHook& get() {
+    static ThreadExitHook hook;
+    return hook;
+  }
+  // Whether this thread's lanes will be given back when it exits; false when no key could be
+  // created (the thread then pushes through the shared lanes).
+  bool arm(LaneCache* cache) {
+    if (!created_ || pthread_setspecific(key_, cache) != 0) return false;
+    tls_exit_armed = true;
+    return true;
+  }
+
+ private:
+  ThreadExitHook() { created_ = pthread_key_create(&key_, &on_thread_exit) == 0; }
+  ~ThreadExitHook() {  // the library is being unloaded, or the process is exiting
+    if (created_) pthread_key_delete(key_);
+    created_ = false;  // threads that push from now on use the shared lanes
+  }
+  static void on_thread_exit(void* cache) {
+    for (auto& e : static_cast<LaneCache*>(cache)->entries) give_back(e);
+    tls_last_uid = 0;
+    tls_last_lane = nullptr;
+    tls_lanes_gone = true;
+  }
+  pthread_key_t key_{};
+  bool created_ = false;
+};
 
 }  // namespace
 
@@ -102,6 +133,7 @@ PushLane* claim_lane(Engine* engine) {
     }
   }
   if (tls_token == 0) tls_token = new_thread_token();
+  if (!tls_exit_armed && !ThreadExitHook::get().arm(&cache)) return nullptr;
   LaneEntry* victim = cache.pick_victim();
   if (!victim) return nullptr;
   PushLane* lane = engine->claim_external_lane(tls_token);
