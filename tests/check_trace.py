@@ -8,7 +8,8 @@ usage: check_trace.py TRACE.json EXPECTATION...
   worker_rows=N         rows named "... worker K"
   events_on_workers=N   events on worker rows
 Always checked: the file parses as JSON; every event has pid, tid, ts, dur >= 0 and args with
-device and outcome; events on one worker row never overlap (a worker runs one op at a time).
+device and outcome; no two rows share a thread id; events on one worker row never overlap (a
+worker runs one op at a time).
 Exit 0 when everything holds, 1 with a message otherwise.
 """
 import json
@@ -31,8 +32,11 @@ def main():
     events = doc.get("traceEvents")
     if not isinstance(events, list):
         fail("no traceEvents list")
-    rows = {e["tid"]: e["args"]["name"] for e in events
-            if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    row_names = [e for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"]
+    rows = {e["tid"]: e["args"]["name"] for e in row_names}
+    for tid, n in Counter(e["tid"] for e in row_names).items():
+        if n > 1:
+            fail(f"row {tid} is named {n} times: two rows share one thread id")
     ops = [e for e in events if e.get("ph") == "X"]
     for e in ops:
         for key in ("pid", "tid", "ts", "dur", "name", "args"):

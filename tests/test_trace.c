@@ -5,9 +5,11 @@
  * hold exactly the expected events.
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -168,8 +170,127 @@ Test(trace, misuse_is_reported) {
   ST(ordo_engine_write_trace(e, ""), ORDO_ERR_INVALID_ARGUMENT);
   cr_assert(strstr(ordo_last_error_message(), "path is empty") != NULL, "%s",
             ordo_last_error_message());
+  ST(ordo_engine_write_trace(e, "/dev/null"), ORDO_OK); /* written to, never renamed over */
+  struct stat st;
+  cr_assert_eq(stat("/dev/null", &st), 0);
+  cr_assert(S_ISCHR(st.st_mode), "/dev/null is no longer a device");
   ST(ordo_engine_write_trace(e, "/nonexistent-dir/t.json"), ORDO_ERR_INVALID_ARGUMENT);
   cr_assert(strstr(ordo_last_error_message(), "/nonexistent-dir/t.json") != NULL,
             "the message names the path: %s", ordo_last_error_message());
   ST(ordo_engine_destroy(e), ORDO_OK);
+}
+
+/* Names are bytes to the caller; the trace must stay JSON (UTF-8) whatever they hold: a name cut
+ * at ORDO_NAME_MAX loses the whole character it would split, and bytes that are not UTF-8 are
+ * written as U+FFFD. */
+Test(trace, names_that_are_not_utf8_still_give_valid_json) {
+  const char* path = temp_path("utf8.json");
+  ordo_engine* e = traced_engine(ORDO_ENGINE_POOLED, path);
+  char cut[64];
+  memset(cut, 'a', 46);
+  snprintf(cut + 46, sizeof cut - 46, "\xc3\xa9z"); /* U+00E9 at bytes 46-47: byte 47 is cut */
+  push_named(e, cut, 0, NULL, 0, NULL, 0);
+  push_named(e, "h\xc3\xa9llo \xe2\x9c\x93", 0, NULL, 0, NULL, 0); /* valid UTF-8 kept */
+  push_named(e, "\xff\xfe bad \xc0\xaf", 0, NULL, 0, NULL, 0);     /* never UTF-8, overlong */
+  push_named(e, "\xed\xa0\x80 surrogate", 0, NULL, 0, NULL, 0);
+  ST(ordo_engine_destroy(e), ORDO_OK);
+  char want[512];
+  snprintf(want, sizeof want,
+           "events=4 name:%.46s=1 'name:h\xc3\xa9llo \xe2\x9c\x93=1' "
+           "'name:\xef\xbf\xbd\xef\xbf\xbd bad \xef\xbf\xbd\xef\xbf\xbd=1' "
+           "'name:\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd surrogate=1'",
+           cut);
+  cr_assert_eq(check_trace(path, want), 0, "check_trace.py failed on %s", path);
+}
+
+/* Rows of workers and of calling threads never share a thread id, however many workers. */
+Test(trace, caller_rows_never_share_an_id_with_worker_rows) {
+  const char* path = temp_path("many-workers.json");
+  ordo_engine_config cfg;
+  ordo_engine_config_init(&cfg);
+  cfg.kind = ORDO_ENGINE_POOLED;
+  cfg.cpu_threads = 1024;
+  cfg.trace_path = path;
+  ordo_engine* e = NULL;
+  ST(ordo_engine_create(&cfg, &e), ORDO_OK);
+  ordo_push_opts o = tu_opts_named("inline");
+  o.prop = ORDO_PROP_ASYNC; /* runs on this thread: a caller row */
+  ST(ordo_opr_push(e, return_code, (void*)0, NULL, 0, NULL, 0, &o), ORDO_OK);
+  push_named(e, "on-a-worker", 0, NULL, 0, NULL, 0);
+  ST(ordo_engine_destroy(e), ORDO_OK);
+  cr_assert_eq(check_trace(path, "events=2 events_on_workers=1 worker_rows=1024"), 0);
+}
+
+/* With ORDO_TRACE, each engine writes a file of its own: the first the path as given, the n-th
+ * the path with "-n" before its extension. */
+Test(trace, engines_traced_through_the_env_do_not_share_a_file) {
+  char first[128], second[128], third[128];
+  snprintf(first, sizeof first, "%s", temp_path("env-many.json"));
+  snprintf(second, sizeof second, "%s", temp_path("env-many-2.json"));
+  snprintf(third, sizeof third, "%s", temp_path("env-many-3.json"));
+  cr_assert_eq(setenv("ORDO_TRACE", first, 1), 0);
+  ordo_engine *a = NULL, *b = NULL, *c = NULL;
+  ST(ordo_engine_create(NULL, &a), ORDO_OK);
+  ST(ordo_engine_create(NULL, &b), ORDO_OK);
+  unsetenv("ORDO_TRACE");
+  ordo_engine_config got;
+  ordo_engine_config_init(&got);
+  ST(ordo_engine_get_config(b, &got), ORDO_OK);
+  cr_assert_str_eq(got.trace_path, second);
+  push_named(a, "in-a", 0, NULL, 0, NULL, 0);
+  push_named(b, "in-b", 0, NULL, 0, NULL, 0);
+  ST(ordo_engine_destroy(b), ORDO_OK);
+  ST(ordo_engine_destroy(a), ORDO_OK);
+  cr_assert_eq(setenv("ORDO_TRACE", first, 1), 0); /* a later engine: the third name */
+  ST(ordo_engine_create(NULL, &c), ORDO_OK);
+  unsetenv("ORDO_TRACE");
+  push_named(c, "in-c", 0, NULL, 0, NULL, 0);
+  ST(ordo_engine_destroy(c), ORDO_OK);
+  cr_assert_eq(check_trace(first, "events=1 name:in-a=1"), 0);
+  cr_assert_eq(check_trace(second, "events=1 name:in-b=1"), 0);
+  cr_assert_eq(check_trace(third, "events=1 name:in-c=1"), 0);
+}
+
+/* Two engines given the same path and destroyed at once: the file is one of the two traces,
+ * whole, never the two interleaved. */
+typedef struct {
+  ordo_engine* e;
+  ordo_status st;
+} destroy_arg;
+
+static void* destroy_on_thread(void* p) {
+  destroy_arg* d = p;
+  d->st = ordo_engine_destroy(d->e);
+  return NULL;
+}
+
+Test(trace, engines_writing_one_path_at_once_leave_a_whole_trace) {
+  const char* path = temp_path("shared.json");
+  for (int round = 0; round < 5; ++round) {
+    destroy_arg d[2];
+    pthread_t t[2];
+    for (int i = 0; i < 2; ++i) {
+      d[i].e = traced_engine(ORDO_ENGINE_POOLED, path);
+      for (int k = 0; k < 20000; ++k) push_named(d[i].e, i ? "two" : "one", 0, NULL, 0, NULL, 0);
+      ST(ordo_wait_for_all(d[i].e), ORDO_OK);
+    }
+    for (int i = 0; i < 2; ++i)
+      cr_assert_eq(pthread_create(&t[i], NULL, destroy_on_thread, &d[i]), 0);
+    for (int i = 0; i < 2; ++i) {
+      cr_assert_eq(pthread_join(t[i], NULL), 0);
+      ST(d[i].st, ORDO_OK);
+    }
+    cr_assert_eq(check_trace(path, "events=20000"), 0, "round %d", round);
+  }
+}
+
+/* A trace that cannot be written at destroy is said on stderr; destroy returns ORDO_OK and leaves
+ * the thread's last error message alone. */
+Test(trace, an_unwritable_trace_at_destroy_keeps_the_last_error_message) {
+  ordo_engine* e = traced_engine(ORDO_ENGINE_POOLED, "/nonexistent-dir/at-destroy.json");
+  ST(ordo_var_delete(e, 0), ORDO_ERR_INVALID_HANDLE);
+  char before[512];
+  snprintf(before, sizeof before, "%s", ordo_last_error_message());
+  ST(ordo_engine_destroy(e), ORDO_OK);
+  cr_assert_str_eq(ordo_last_error_message(), before);
 }

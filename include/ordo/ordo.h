@@ -203,8 +203,12 @@ typedef struct ordo_engine_config {
                              Perfetto and chrome://tracing) to this file when the engine shuts
                              down; see ordo_engine_write_trace. Copied at create. Env
                              ORDO_TRACE=path.json; default NULL (tracing off, which costs one
-                             predictable branch per op). Records are kept in memory per worker,
-                             at most 1,048,576 per worker (more are counted as dropped). */
+                             predictable branch per op). Under ORDO_TRACE the process's first
+                             engine writes path.json, the n-th path-n.json, so that none
+                             overwrites another's. Records are kept in memory per worker,
+                             at most 1,048,576 per worker (more are counted as dropped). A
+                             trace that cannot be written at shutdown is reported on stderr;
+                             destroy still returns ORDO_OK and leaves the last error alone. */
 } ordo_engine_config;
 
 /**
@@ -281,7 +285,10 @@ ORDO_API ordo_status ordo_engine_stats(ordo_engine* e, ordo_stats* out);
 
 /**
  * Writes the op records so far as Chrome trace JSON to `path` (the records are kept: the file
- * written at shutdown still has them all). Thread-safe; ops keep running meanwhile and those
+ * written at shutdown still has them all). A regular file is replaced whole, through a
+ * temporary file beside it and a rename, so that a reader or another engine writing the same
+ * path never sees half a trace; other paths (/dev/stdout, a FIFO, a symbolic link) are written
+ * directly. Op name bytes that are not UTF-8 are written as U+FFFD. Thread-safe; ops keep running meanwhile and those
  * that finish while it writes may or may not be in the file. Errors: INVALID_ARGUMENT (engine or
  * path NULL, path empty, or the file cannot be written: the message names the reason),
  * INVALID_STATE (tracing is off for this engine: set ordo_engine_config.trace_path or ORDO_TRACE),
@@ -357,8 +364,8 @@ typedef struct ordo_push_opts {
   ordo_free_fn free_fn; /**< when not NULL, called with user_data exactly once after the op
                              finished (ran, failed or was skipped), before waiters on its vars
                              wake; only when the push returned ORDO_OK */
-  const char* name;     /**< shown in errors and traces; copied (up to ORDO_NAME_MAX bytes),
-                             may be NULL */
+  const char* name;     /**< shown in errors and traces; copied (up to ORDO_NAME_MAX bytes,
+                             cut back to a whole UTF-8 character), may be NULL */
   const void* next;     /**< reserved, must be NULL */
 } ordo_push_opts;
 

@@ -15,6 +15,7 @@
 #include "core/last_error.h"
 #include "exec/asymmetric_fence.h"
 #include "exec/prefetch.h"
+#include "trace/trace_file.h"
 
 namespace ordo {
 
@@ -174,7 +175,10 @@ Engine::Engine(uint32_t tag, const EngineConfig& cfg)
       uid_(new_engine_uid()),
       cfg_(cfg),
       throttle_check_every_(throttle_check_interval(cfg.max_pending)) {
-  if (cfg.trace_path) tracer_ = std::make_unique<Tracer>(cfg.trace_path);
+  if (cfg.trace_path) {
+    tracer_ = std::make_unique<Tracer>(
+        cfg.trace_from_env ? next_env_trace_path(cfg.trace_path).c_str() : cfg.trace_path);
+  }
   cfg_.trace_path = tracer_ ? tracer_->path().c_str() : nullptr;  // the caller's copy may go
   first_external_lane_ = worker_count(cfg);
   num_lanes_ = first_external_lane_ + kExternalLanes;
@@ -234,10 +238,13 @@ void Engine::shutdown() {
     if (group) group->stop_and_join();
   }
   shut_down_ = true;
-  if (tracer_ && tracer_->write(tracer_->path().c_str()) != ORDO_OK) {
-    // Destroy cannot fail for this, and the caller asked for the file: say so rather than lose
-    // the trace silently.
-    std::fprintf(stderr, "ordo: %s\n", ordo_last_error_message());
+  if (tracer_) {
+    KeepLastError keep;  // destroy returns ORDO_OK: the caller's message must survive it
+    if (tracer_->write(tracer_->path().c_str()) != ORDO_OK) {
+      // Destroy cannot fail for this, and the caller asked for the file: say so rather than lose
+      // the trace silently.
+      std::fprintf(stderr, "ordo: %s\n", ordo_last_error_message());
+    }
   }
 }
 

@@ -121,6 +121,7 @@ ordo_status resolve_engine_config(const ordo_engine_config* cfg, EngineConfig* o
   out->trace_path = (cfg->trace_path && *cfg->trace_path) ? cfg->trace_path
                     : (env_trace && *env_trace)           ? env_trace
                                                           : nullptr;
+  out->trace_from_env = out->trace_path && out->trace_path == env_trace;
   if (out->kind == ORDO_ENGINE_DEFAULT) {
     const char* s = std::getenv("ORDO_ENGINE");
     out->kind = ORDO_ENGINE_PER_DEVICE;

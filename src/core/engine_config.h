@@ -18,6 +18,7 @@ struct EngineConfig {
   // Where to write the trace at shutdown; nullptr: tracing off. Borrowed from the caller's
   // struct or the environment: the Engine copies it at once.
   const char* trace_path;
+  bool trace_from_env;  // trace_path is ORDO_TRACE's: each engine numbers it (trace_file.h)
 };
 
 // Fills `out` from `cfg` (already size-normalized, may be NULL). ORDO_ERR_INVALID_ARGUMENT

@@ -32,4 +32,12 @@ size_t copy_last_error(char* buf, size_t cap) {
   return len;
 }
 
+KeepLastError::KeepLastError() {
+  std::memcpy(saved_, tls_message, sizeof saved_);
+}
+
+KeepLastError::~KeepLastError() {
+  std::memcpy(tls_message, saved_, sizeof saved_);
+}
+
 }  // namespace ordo

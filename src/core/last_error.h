@@ -16,4 +16,17 @@ ordo_status fail(ordo_status status, const char* fmt, ...) __attribute__((format
 const char* last_error();
 size_t copy_last_error(char* buf, size_t cap);
 
+// Keeps this thread's last error message as it was across a scope whose failures are reported
+// some other way: destroy, which returns ORDO_OK when the trace cannot be written.
+class KeepLastError {
+ public:
+  KeepLastError();
+  ~KeepLastError();
+  KeepLastError(const KeepLastError&) = delete;
+  KeepLastError& operator=(const KeepLastError&) = delete;
+
+ private:
+  char saved_[kLastErrorMax];
+};
+
 }  // namespace ordo

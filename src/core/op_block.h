@@ -140,8 +140,19 @@ class LinkCursor {
 };
 
 // Copies an op name, truncated to ORDO_NAME_MAX bytes and NUL-terminated.
+// Where to cut `s`, longer than `len` bytes, so as not to split a UTF-8 character: before the
+// lead byte of a character that straddles `len`, else at `len` (also for bytes that are not
+// UTF-8, which the trace writer replaces).
+inline size_t whole_utf8_prefix(const char* s, size_t len) {
+  auto continuation = [s](size_t i) { return (static_cast<unsigned char>(s[i]) & 0xc0) == 0x80; };
+  size_t cut = len;
+  for (int back = 0; back < 3 && cut > 0 && continuation(cut); ++back) --cut;
+  return cut < len && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0xc0 ? cut : len;
+}
+
 inline void copy_name(char (&dst)[ORDO_NAME_MAX + 1], const char* src) {
   size_t len = strnlen(src, ORDO_NAME_MAX);
+  if (len == ORDO_NAME_MAX) len = whole_utf8_prefix(src, len);  // src[len] exists: NUL or more
   std::memcpy(dst, src, len);
   dst[len] = '\0';
 }

@@ -2,30 +2,61 @@
 // process, one thread row per worker (plus one for callers), one complete ("X") event per op.
 // Timestamps are microseconds with nanosecond decimals.
 #include <algorithm>
-#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
-#include <cstring>
+#include <unordered_set>
 
-#include "core/last_error.h"
+#include "trace/trace_file.h"
 #include "trace/tracer.h"
 
 namespace ordo {
 
 namespace {
 
-void put_json_string(std::FILE* f, const char* s) {
+// Length of the well-formed UTF-8 sequence at `s` (1 to 4), or 0 when the bytes there are not
+// one: a stray continuation byte, an overlong form, a surrogate, past U+10FFFF, or cut short.
+size_t utf8_sequence_length(const unsigned char* s) {
+  const unsigned char c = s[0];
+  if (c < 0x80) return 1;
+  size_t n;
+  uint32_t cp;
+  if (c >= 0xc2 && c <= 0xdf) {
+    n = 2, cp = c & 0x1fu;
+  } else if ((c & 0xf0) == 0xe0) {
+    n = 3, cp = c & 0x0fu;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4, cp = c & 0x07u;
+  } else {
+    return 0;
+  }
+  for (size_t i = 1; i < n; ++i) {
+    if ((s[i] & 0xc0) != 0x80) return 0;  // also stops at the terminating NUL
+    cp = (cp << 6) | (s[i] & 0x3fu);
+  }
+  const bool overlong = (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000);
+  if (overlong || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return n;
+}
+
+// JSON text must be UTF-8, and op names are whatever bytes the caller gave: each byte that does
+// not start a well-formed sequence is written as U+FFFD, so that the file always parses.
+void put_json_string(std::FILE* f, const char* str) {
+  const auto* s = reinterpret_cast<const unsigned char*>(str);
   std::fputc('"', f);
-  for (; *s; ++s) {
-    unsigned char c = static_cast<unsigned char>(*s);
+  while (*s) {
+    const unsigned char c = *s;
+    const size_t n = utf8_sequence_length(s);
     if (c == '"' || c == '\\') {
       std::fputc('\\', f);
       std::fputc(c, f);
     } else if (c < 0x20) {
       std::fprintf(f, "\\u%04x", c);
+    } else if (n == 0) {
+      std::fputs("\\ufffd", f);
     } else {
-      std::fputc(c, f);
+      std::fwrite(s, 1, n, f);
     }
+    s += n ? n : 1;
   }
   std::fputc('"', f);
 }
@@ -78,42 +109,35 @@ void put_event(std::FILE* f, uint64_t tid, const TraceRecord& r) {
 }  // namespace
 
 ordo_status write_chrome_trace(const std::vector<Tracer::Row>& rows, const char* path) {
-  std::FILE* f = std::fopen(path, "w");
-  if (!f) {
-    return fail(ORDO_ERR_INVALID_ARGUMENT, "cannot write the trace to '%s': %s", path,
-                std::strerror(errno));
-  }
+  TraceFile file;
+  if (ordo_status st = file.open(path)) return st;
+  std::FILE* f = file.stream();
   std::fprintf(f,
                "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"ordo %s\"},"
                "\"traceEvents\":[",
                ordo_version_string());
   std::fprintf(f,
                "\n{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":\"ordo\"}}");
-  // Worker rows get tids 1..n; threads that are not workers get 1000 + their own number, each a
-  // row of its own, so that no two overlapping ops share a row.
+  // Worker rows get tids 1..n; threads that are not workers get a base past them (1000 unless
+  // there are more workers) plus their own number, each a row of its own, so that no two
+  // overlapping ops share a row.
   for (size_t i = 1; i < rows.size(); ++i) {
     put_row_name(f, i, rows[i].label);
     const TraceBuffer& b = *rows[i].buffer;
     for (uint64_t k = 0, n = b.size(); k < n; ++k) put_event(f, i, b.at(k));
   }
+  const uint64_t caller_base = std::max<uint64_t>(1000, rows.size());
   const TraceBuffer& ext = *rows[0].buffer;
-  std::vector<uint32_t> named;  // caller threads whose row has its name already
+  std::unordered_set<uint32_t> named;  // caller threads whose row has its name already
   for (uint64_t k = 0, n = ext.size(); k < n; ++k) {
     const TraceRecord& r = ext.at(k);
-    if (std::find(named.begin(), named.end(), r.thread) == named.end()) {
-      named.push_back(r.thread);
-      put_row_name(f, 1000 + r.thread, "caller thread " + std::to_string(r.thread));
+    if (named.insert(r.thread).second) {
+      put_row_name(f, caller_base + r.thread, "caller thread " + std::to_string(r.thread));
     }
-    put_event(f, 1000 + r.thread, r);
+    put_event(f, caller_base + r.thread, r);
   }
   std::fprintf(f, "\n]}\n");
-  bool ok = std::ferror(f) == 0;
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) {
-    return fail(ORDO_ERR_INVALID_ARGUMENT, "writing the trace to '%s' failed: %s", path,
-                std::strerror(errno));
-  }
-  return ORDO_OK;
+  return file.commit();
 }
 
 }  // namespace ordo
