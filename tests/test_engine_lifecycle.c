@@ -233,6 +233,38 @@ Test(engine_lifecycle, push_after_destroy_returns_shutdown) {
   cr_assert_eq(atomic_load(&g_freed), 0, "free_fn called for a push that failed");
 }
 
+/* The per-device kind starts a worker group on its first op of that kind: a push after destroy
+ * must be refused before any group starts, or its threads would live on until the last
+ * release. */
+Test(engine_lifecycle, push_after_destroy_starts_no_threads) {
+  clear_ordo_env();
+  ordo_engine_config cfg;
+  ordo_engine_config_init(&cfg);
+  cfg.kind = ORDO_ENGINE_PER_DEVICE;
+  cfg.cpu_threads = 2;
+  cfg.cpu_priority_threads = 4;
+  cfg.copy_threads = 4;
+  ordo_engine* e = NULL;
+  cr_assert_eq(ordo_engine_create(&cfg, &e), ORDO_OK);
+  cr_assert_eq(ordo_engine_retain(e), ORDO_OK);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+  int before = thread_count();
+  atomic_int counter = 0;
+  ordo_push_opts o;
+  ordo_push_opts_init(&o);
+  for (int32_t prop = ORDO_PROP_NORMAL; prop < ORDO_PROP_ASYNC; ++prop) {
+    o.prop = prop;
+    cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, NULL, 0, &o), ORDO_ERR_SHUTDOWN,
+                 "prop %d", (int)prop);
+    cr_assert(strstr(ordo_last_error_message(), "shut") != NULL, "prop %d: %s", (int)prop,
+              ordo_last_error_message());
+  }
+  int after = thread_count();
+  cr_assert_eq(after, before, "pushes after destroy started %d threads", after - before);
+  cr_assert_eq(ordo_engine_release(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&counter), 0);
+}
+
 static void create_destroy_loop(int32_t kind, int iterations) {
   for (int i = 0; i < iterations; i++) {
     ordo_engine* e = NULL;

@@ -20,6 +20,7 @@ WorkerGroup::~WorkerGroup() {
 ordo_status WorkerGroup::start() {
   std::lock_guard<std::mutex> g(start_mutex_);
   if (started_.load(std::memory_order_relaxed)) return ORDO_OK;
+  if (stopping_.load(std::memory_order_relaxed)) return ORDO_ERR_SHUTDOWN;  // stop_and_join ran
   try {
     // Every Worker exists before any thread runs: workers scan each other's deques to steal.
     workers_.reserve(static_cast<size_t>(threads_));
