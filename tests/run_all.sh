@@ -11,6 +11,9 @@ echo "== the public header as C99 and C++17"
 echo "== C++ exceptions thrown by callbacks and free_fns"
 "$build/tests/ordo_exceptions_test"
 
+echo "== internal: an op block's completion generations never wrap"
+"$build/tests/ordo_op_generations_test"
+
 echo "== heap allocations on the hot path"
 "$build/tests/ordo_alloc_test"
 

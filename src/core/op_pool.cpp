@@ -71,7 +71,10 @@ void OpPool::release(OpBlock* op, OpCache* worker_cache) {
   // cache miss per op (perf, workload E: 89% of release()'s samples, ~7% of the workers' time).
   if (op->deferred) {
     op->gen = next_generation(op->gen);
-    if (op->gen == 0) op->gen = 1;  // blocks are never retired: a handle this old is long gone
+    // Every generation used: retire the block (it stays in its chunk until the engine goes),
+    // since wrapping would make an old, already used completion handle valid again. One block
+    // per 4 million deferred uses of it.
+    if (op->gen == 0) return;
   }
   if (worker_cache) {
     give(worker_cache, op, this);
