@@ -265,6 +265,23 @@ Test(engine_lifecycle, push_after_destroy_starts_no_threads) {
   cr_assert_eq(atomic_load(&counter), 0);
 }
 
+/* The header's promise on engine pointers: with L engines alive, a freed one's pointer stays
+ * invalid for at least 65,535 - L more creations (the round robin skips the slots in use). */
+Test(engine_lifecycle, a_freed_engine_pointer_stays_invalid_while_the_slots_come_round) {
+  enum { kSlots = 65535, kAlive = 1000 };
+  static ordo_engine* alive[kAlive];
+  for (int i = 0; i < kAlive; ++i) alive[i] = make_engine(ORDO_ENGINE_NAIVE, 0);
+  ordo_engine* freed = make_engine(ORDO_ENGINE_NAIVE, 0);
+  cr_assert_eq(ordo_engine_destroy(freed), ORDO_OK);
+  for (int i = 0; i < kSlots - kAlive - 1; ++i) {
+    ordo_engine* e = make_engine(ORDO_ENGINE_NAIVE, 0);
+    cr_assert_neq(e, freed, "the freed engine's slot came back after %d creations", i + 1);
+    cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+    if (i % 4096 == 0) cr_assert_eq(ordo_engine_retain(freed), ORDO_ERR_INVALID_HANDLE);
+  }
+  for (int i = 0; i < kAlive; ++i) cr_assert_eq(ordo_engine_destroy(alive[i]), ORDO_OK);
+}
+
 static void create_destroy_loop(int32_t kind, int iterations) {
   for (int i = 0; i < iterations; i++) {
     ordo_engine* e = NULL;

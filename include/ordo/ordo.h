@@ -15,9 +15,10 @@
  *    kind (a var handle passed as a prepared op, ...) or made up is ORDO_ERR_INVALID_HANDLE
  *    (handles of different kinds never have the same value); an engine pointer that ordo never
  *    handed out, or whose memory has gone with its last reference, is ORDO_ERR_INVALID_HANDLE.
- *    Engine pointers are slots of a table of 65,535, reused round robin: a freed engine's
- *    pointer, and the handles it issued, stay invalid until 65,535 more engines have been
- *    created; after that they may name a new engine and its objects.
+ *    Engine pointers are slots of a table of 65,535, reused round robin, skipping slots in use:
+ *    a freed engine's pointer, and the handles it issued, stay invalid for at least 65,535 - L
+ *    more engine creations, L being the most engines alive at once meanwhile; after that they
+ *    may name a new engine and its objects.
  *  - Structs that may grow start with struct_size (the caller's sizeof). A size below 4 or
  *    above 4096 (no struct of this ABI will grow that large: the struct was not initialized) is
  *    ORDO_ERR_INVALID_ARGUMENT, and nothing is read or written through it.
