@@ -46,16 +46,20 @@ static int32_t filler_fn(ordo_exec* exec, void* ud) {
   return 0;
 }
 
-static ordo_engine* make_engine(int help) {
+static ordo_engine* make_engine_of_kind(int32_t kind, int help) {
   ordo_engine_config cfg;
   ordo_engine_config_init(&cfg);
-  cfg.kind = ORDO_ENGINE_PER_DEVICE;
+  cfg.kind = kind;
   cfg.cpu_threads = 2;
   cfg.max_pending = kMaxPending;
   cfg.flags = help ? ORDO_ENGINE_FLAG_PUSHERS_HELP : 0;
   ordo_engine* e = NULL;
   ST(ordo_engine_create(&cfg, &e), ORDO_OK);
   return e;
+}
+
+static ordo_engine* make_engine(int help) {
+  return make_engine_of_kind(ORDO_ENGINE_PER_DEVICE, help);
 }
 
 /* Pushes two gate ops and returns once both hold a worker. */
@@ -65,13 +69,17 @@ static void close_gates(ordo_engine* e, help_ctx* h) {
   cr_assert(tu_wait_ge(&h->gate.in, 2, 20000), "the two gate ops did not both start");
 }
 
-/* An engine, helping or not, whose two workers are both held by gate ops (ctx h). */
-static ordo_engine* engine_with_workers_held(int help, help_ctx* h) {
+/* An engine of `kind`, helping or not, whose two workers are both held by gate ops (ctx h). */
+static ordo_engine* engine_of_kind_with_workers_held(int32_t kind, int help, help_ctx* h) {
   g_pusher = pthread_self();
-  ordo_engine* e = make_engine(help);
+  ordo_engine* e = make_engine_of_kind(kind, help);
   help_ctx_init(h);
   close_gates(e, h);
   return e;
+}
+
+static ordo_engine* engine_with_workers_held(int help, help_ctx* h) {
+  return engine_of_kind_with_workers_held(ORDO_ENGINE_PER_DEVICE, help, h);
 }
 
 static void push_fillers(ordo_engine* e, help_ctx* h) {
@@ -212,9 +220,11 @@ static void probe_init(probe* p) {
   atomic_init(&p->on_pusher, 0);
 }
 
-Test(pushers_help, over_the_window_a_ready_op_runs_inside_its_push) {
+/* Over the window, only a ready op of the normal CPU property at priority 0 runs inside its
+ * push; on the pooled kind every property shares the workers, and still only those. */
+static void only_plain_ops_run_inside_their_push(int32_t kind) {
   help_ctx h;
-  ordo_engine* e = engine_with_workers_held(1, &h);
+  ordo_engine* e = engine_of_kind_with_workers_held(kind, 1, &h);
   /* Fillers until one runs on this thread: a check (every max_pending / 8 = 8 pushes) found the
    * engine over its window of 64, both workers being held, so the pusher helped; until its next
    * check, which will find the engine below half the window, it runs what it pushes. */
@@ -238,6 +248,7 @@ Test(pushers_help, over_the_window_a_ready_op_runs_inside_its_push) {
   ordo_push_opts_init(&o);
   o.prop = ORDO_PROP_CPU_PRIORITIZED;
   ST(ordo_opr_push(e, probe_fn, &prioritized_prop, NULL, 0, NULL, 0, &o), ORDO_OK);
+  int prioritized_ran_in_push = atomic_load(&prioritized_prop.ran);
   ordo_push_opts_init(&o);
   o.priority = 5;
   ST(ordo_opr_push(e, probe_fn, &with_priority, NULL, 0, NULL, 0, &o), ORDO_OK);
@@ -247,12 +258,91 @@ Test(pushers_help, over_the_window_a_ready_op_runs_inside_its_push) {
   cr_assert_eq(plain_ran_in_push, 1, "a ready op pushed over the window did not run in its push");
   cr_assert_eq(atomic_load(&plain.on_pusher), 1);
   cr_assert_eq(atomic_load(&prioritized_prop.ran), 1);
-  cr_assert_eq(atomic_load(&prioritized_prop.on_pusher), 0,
-               "an ORDO_PROP_CPU_PRIORITIZED op ran on the pushing thread");
+  cr_assert_eq(prioritized_ran_in_push, 0, "an ORDO_PROP_CPU_PRIORITIZED op ran inside its push");
+  if (kind == ORDO_ENGINE_PER_DEVICE) { /* its own workers: no pusher ever runs it */
+    cr_assert_eq(atomic_load(&prioritized_prop.on_pusher), 0,
+                 "an ORDO_PROP_CPU_PRIORITIZED op ran on the pushing thread");
+  }
   cr_assert_eq(priority_ran_in_push, 0, "an op with a priority ran inside its push");
   cr_assert_eq(atomic_load(&with_priority.ran), 1);
   expect_all_counted(e, 2 + (uint64_t)fillers + 3);
   ST(ordo_engine_destroy(e), ORDO_OK);
+}
+
+Test(pushers_help, over_the_window_a_ready_op_runs_inside_its_push) {
+  only_plain_ops_run_inside_their_push(ORDO_ENGINE_PER_DEVICE);
+}
+
+Test(pushers_help, pooled_over_the_window_only_plain_ops_run_inside_their_push) {
+  only_plain_ops_run_inside_their_push(ORDO_ENGINE_POOLED);
+}
+
+/* The window is "more than max_pending": exactly max_pending pending holds no push. Over it, a
+ * helping pusher stops once half the window is pending (checking every max_pending / 8 ops),
+ * not after a fixed 64. Both workers are held, so only the pusher runs fillers. */
+Test(pushers_help, helping_starts_over_the_window_and_stops_near_half_of_it) {
+  help_ctx h;
+  ordo_engine* e = engine_with_workers_held(1, &h); /* 2 ops pending */
+  for (int i = 0; i < kMaxPending - 2; ++i)
+    ST(ordo_opr_push(e, filler_fn, &h, NULL, 0, NULL, 0, NULL), ORDO_OK);
+  int at_the_window = atomic_load(&h.ran); /* the 64th push checked: 64 pending, not more */
+  for (int i = 0; i < kMaxPending / 8; ++i)
+    ST(ordo_opr_push(e, filler_fn, &h, NULL, 0, NULL, 0, NULL), ORDO_OK);
+  int over_it = atomic_load(&h.ran); /* the 72nd checked: 72 pending, so it helped */
+  atomic_store(&h.gate.open, 1);
+  ST(ordo_wait_for_all(e), ORDO_OK);
+  cr_assert_eq(at_the_window, 0, "%d ops ran on the pusher with exactly max_pending pending",
+               at_the_window);
+  const int pending = kMaxPending + kMaxPending / 8, low = kMaxPending / 2;
+  cr_assert(
+      over_it >= pending - low - kMaxPending / 8 && over_it <= pending - low + kMaxPending / 8,
+      "the pusher ran %d ops from %d pending: it should stop at about %d", over_it, pending, low);
+  expect_all_counted(e, 2 + (uint64_t)pending - 2);
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}
+
+/* On the naive kind, a push from inside an op runs right after that op returns; helping over
+ * the window must not run it inside the op instead. Deferred ops keep the engine over it. */
+static ordo_engine* g_naive;
+static atomic_int g_parent_running, g_child_ran, g_child_ran_inside;
+static ordo_completion g_deferred[80];
+static int g_num_deferred;
+
+static int32_t deferring_fn(ordo_exec* exec, void* ud) {
+  (void)ud;
+  ST(ordo_exec_defer(exec, &g_deferred[g_num_deferred++]), ORDO_OK);
+  return 0;
+}
+
+static int32_t child_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  (void)ud;
+  atomic_fetch_add(&g_child_ran, 1);
+  if (atomic_load(&g_parent_running)) atomic_fetch_add(&g_child_ran_inside, 1);
+  return 0;
+}
+
+static int32_t parent_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  (void)ud;
+  atomic_store(&g_parent_running, 1);
+  ST(ordo_opr_push(g_naive, child_fn, NULL, NULL, 0, NULL, 0, NULL), ORDO_OK);
+  atomic_store(&g_parent_running, 0);
+  return 0;
+}
+
+Test(pushers_help, naive_over_the_window_an_op_pushed_from_an_op_runs_after_it) {
+  g_naive = make_engine_of_kind(ORDO_ENGINE_NAIVE, 1);
+  for (int i = 0; i < 80; ++i)
+    ST(ordo_opr_push(g_naive, deferring_fn, NULL, NULL, 0, NULL, 0, NULL), ORDO_OK);
+  for (int i = 0; i < 16; ++i)
+    ST(ordo_opr_push(g_naive, parent_fn, NULL, NULL, 0, NULL, 0, NULL), ORDO_OK);
+  for (int i = 0; i < g_num_deferred; ++i) ST(ordo_complete(g_deferred[i], 0, NULL), ORDO_OK);
+  ST(ordo_wait_for_all(g_naive), ORDO_OK);
+  cr_assert_eq(atomic_load(&g_child_ran), 16);
+  cr_assert_eq(atomic_load(&g_child_ran_inside), 0, "%d of 16 children ran inside their parent",
+               atomic_load(&g_child_ran_inside));
+  ST(ordo_engine_destroy(g_naive), ORDO_OK);
 }
 
 /* ---- the environment and ordo_engine_get_config ---- */

@@ -174,8 +174,8 @@ enum { kSmall = 64, kPushes = 200 };
 
 /* Waits for `gate`, an op holding v, to defer; pushes kPushes writers of v from this thread
  * behind it, so that nothing drains; then completes the gate and checks that every op ran, none
- * before it. A push that finds the window of kSmall ops full sleeps its whole bound (about 1 ms).
- * 1 + i ops are pending at push i: the window is full from push 63 on, and a check every
+ * before it. A push that finds more than kSmall ops pending sleeps its whole bound (about 1 ms).
+ * 1 + i ops are pending at push i: more than the window from push 64 on, and a check every
  * kSmall / 8 = 8 pushes finds it so from push 71 on, 16 times in pushes 72-199; at least 12 of
  * the pushes made past kSmall + kSmall / 8 must have slept. Only lower bounds are checked: on a
  * loaded machine (or under a sanitizer) any push may be slow. `pusher` says who pushed, for the

@@ -433,10 +433,13 @@ bool Engine::help_while_throttled(PushLane* lane, int64_t low) {
   WorkerGroup* group = groups_[kCpu].get();
   if (!group) return false;
   const size_t ring_hint = static_cast<size_t>(lane - lanes_.get());
+  // Looks at the count as often as a pusher does (max_pending / 8), so that a small window is
+  // not run down far below its half; at most every kHelpCheckEvery ops, as the look sums lanes.
+  const int64_t check_every = std::min<int64_t>(throttle_check_every_, kHelpCheckEvery);
   bool done = false;
   as_helper(lane, [&] {
-    for (uint32_t n = 0;; ++n) {
-      if (n % kHelpCheckEvery == 0 && pending_now() <= low) {
+    for (int64_t n = 0;; ++n) {
+      if (n % check_every == 0 && pending_now() <= low) {
         done = true;
         return;
       }
@@ -450,10 +453,15 @@ bool Engine::help_while_throttled(PushLane* lane, int64_t low) {
 
 // ORDO_ENGINE_FLAG_PUSHERS_HELP, while the lane is over the window: an op that was ready at
 // push runs here, on the pushing thread, instead of crossing a ready ring to a worker (what
-// libgomp does with a task once too many are queued). Only plain ops of the normal CPU group,
-// and never from inside an op (its pushes would recurse). False: dispatch it as usual.
+// libgomp does with a task once too many are queued). Only plain ops (normal CPU property,
+// priority 0) of the normal CPU group, never an inline op (the naive kind: it has its own queue,
+// which keeps an op pushed from an op after it), and never from inside an op (its pushes would
+// recurse). False: dispatch it as usual.
 bool Engine::run_on_pusher(OpBlock* op, PushLane* lane) {
-  if (op->group != groups_[kCpu].get() || op->priority != 0 || on_an_op_stack()) return false;
+  if (!op->group || op->group != groups_[kCpu].get() || op->prop != ORDO_PROP_NORMAL ||
+      op->priority != 0 || on_an_op_stack()) {
+    return false;
+  }
   as_helper(lane, [&] { execute(op, nullptr); });
   return true;
 }
@@ -533,17 +541,17 @@ void Engine::check_throttle(PushLane* lane, bool shared) {
   if (cfg_.max_pending <= 0 || called_from_inside()) return;
   const int64_t pending = pending_now();
   if (shared) {
-    if (pending >= cfg_.max_pending) wait_for_window(throttle_low());
+    if (pending > cfg_.max_pending) wait_for_window(throttle_low());
     return;
   }
   if (cfg_.pushers_help) {
-    if (pending >= cfg_.max_pending) {
+    if (pending > cfg_.max_pending) {
       lane->runs_ready_ops = true;
     } else if (pending < throttle_low()) {
       lane->runs_ready_ops = false;
     }
   }
-  if (pending >= cfg_.max_pending) throttle(lane);
+  if (pending > cfg_.max_pending) throttle(lane);  // "more than max_pending", as documented
 }
 
 // Every op counted as completed was counted by its lane as pushed before, so reading the
