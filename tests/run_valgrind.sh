@@ -4,6 +4,8 @@
 # test is a fork+exec'd boxfort worker, which memcheck would have to start 200 times over.
 # It uses BUILD's own libordo (the shipped build: optimized, libstdc++ linked in statically).
 #
+# --max-threads: trace/caller_rows_never_share_an_id_with_worker_rows starts 1,024 workers (the
+# default allows 500).
 # Any memcheck error or definite/indirect leak fails the run; "still reachable" blocks (glibc's
 # and libstdc++'s process-lifetime buffers, the shim's saved environment) do not.
 # membarrier(2), which ordo's asymmetric fence uses, is passed through by valgrind 3.19; where a
@@ -45,7 +47,7 @@ rc=0
 # by 20 (the slowest test, a 120k-op stress model, takes about 8 s here).
 SHIM_TIMEOUT_SCALE=20 valgrind --tool=memcheck --error-exitcode=1 --leak-check=full \
   --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect \
-  --num-callers=30 "$build/tests/ordo_tests_shim" "$@" >"$out" 2>&1 || rc=$?
+  --num-callers=30 --max-threads=1200 "$build/tests/ordo_tests_shim" "$@" >"$out" 2>&1 || rc=$?
 grep -E 'Shim synthesis|ERROR SUMMARY|definitely lost|indirectly lost' "$out" | sed 's/^==[0-9]*== //' || true
 echo "   ran in $(elapsed "$t1") (status $rc)"
 if [ "$rc" != 0 ]; then
