@@ -16,21 +16,32 @@ pkg-config --exists criterion 2>/dev/null || need+=(libcriterion-dev)
 pkg-config --exists openblas 2>/dev/null || need+=(libopenblas-dev)
 [ -f /usr/include/lapacke.h ] || need+=(liblapacke-dev)
 
-# The trace timeline picture (tools/trace_png.py) draws with Pillow, from PyPI.
+command -v python3 >/dev/null 2>&1 || need+=(python3)
+
+apt_install() {
+  echo "install-deps: installing $*"
+  local sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null 2>&1 || { echo "install-deps: need root to install $*" >&2; exit 1; }
+    sudo=sudo
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+[ ${#need[@]} -eq 0 ] || apt_install "${need[@]}"
+
+# The trace timeline picture (tools/trace_png.py) draws with Pillow: from PyPI, or from Debian
+# (python3-pil) when pip is missing or refuses (Debian's own python3 is "externally managed").
 if ! python3 -c "import PIL" >/dev/null 2>&1; then
   echo "install-deps: installing pillow (PyPI)"
-  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore pillow ||
-    python3 -m pip install -q --disable-pip-version-check pillow
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore pillow \
+    >/dev/null 2>&1 ||
+    python3 -m pip install -q --disable-pip-version-check pillow >/dev/null 2>&1 ||
+    apt_install python3-pil
+  python3 -c "import PIL" >/dev/null 2>&1 || {
+    echo "install-deps: Pillow is still missing for $(command -v python3)" >&2
+    exit 1
+  }
 fi
-
-[ ${#need[@]} -eq 0 ] && exit 0
-
-echo "install-deps: installing ${need[*]}"
-sudo=""
-if [ "$(id -u)" != 0 ]; then
-  command -v sudo >/dev/null 2>&1 || { echo "install-deps: need root to install ${need[*]}" >&2; exit 1; }
-  sudo=sudo
-fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
