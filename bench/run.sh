@@ -94,6 +94,7 @@ mkdir -p "$out_dir" || {
   echo "bench/run.sh: cannot create BENCH_OUT=$out_dir" >&2
   exit 2
 }
+out_dir=$(cd "$out_dir" && pwd) # absolute too: a relative one would be lost inside $build
 raw="$out_dir/bench-results.txt"
 : >"$raw"
 
