@@ -38,6 +38,7 @@
 #include <starpu.h>
 
 #include "bench_common.h"
+#include "starpu_common.h"
 
 /* Not dmda, dm and their kin by default: they rank workers by performance-model estimates, which
  * these codelets lack, and their cost per task then grows with the number of queued tasks (C at
@@ -229,15 +230,6 @@ static void start_starpu(const char* scheduler, int threads) {
   if (ret != 0) die("starpu_init", ret);
 }
 
-/* Whether StarPU has a scheduler of that name: given an unknown one, starpu_init would quietly
- * fall back to its default and the result would carry the wrong name. */
-static int scheduler_exists(const char* name) {
-  struct starpu_sched_policy** p = starpu_sched_get_predefined_policies();
-  for (; *p; p++)
-    if (!strcmp((*p)->policy_name, name)) return 1;
-  return 0;
-}
-
 /* One scheduler: init StarPU, register the vars, run every requested workload, shut down. */
 static void run_scheduler(const char* scheduler, sp_bench* b) {
   const bench_args* a = b->args;
@@ -311,7 +303,7 @@ int main(int argc, char** argv) {
 
   for (char *save = NULL, *s = strtok_r(schedulers, ",", &save); s;
        s = strtok_r(NULL, ",", &save)) {
-    if (scheduler_exists(s)) {
+    if (starpu_scheduler_exists(s)) {
       run_scheduler(s, &b);
     } else {
       fprintf(stderr, "bench_starpu: StarPU %d.%d has no scheduler '%s'; skipped\n", major, minor,

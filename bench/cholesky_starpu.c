@@ -22,6 +22,7 @@
 #include <stdatomic.h>
 
 #include "cholesky_common.h"
+#include "starpu_common.h"
 
 #define DEFAULT_SCHEDULERS "eager,prio,lws,dmda,dmdas"
 
@@ -167,6 +168,7 @@ static int factorize(chol_matrix* m, starpu_data_handle_t* handles, chol_prio_sc
 static int start_starpu(const char* sched, int threads) {
   struct starpu_conf conf;
   starpu_conf_init(&conf);
+  conf.precedence_over_environment_variables = 1; /* STARPU_SCHED, STARPU_NCPU: not these */
   conf.sched_policy_name = sched;
   conf.ncpus = threads;
   conf.ncuda = 0;
@@ -174,14 +176,28 @@ static int start_starpu(const char* sched, int threads) {
   conf.nmic = 0;
   conf.nmpi_ms = 0;
   int rc = starpu_init(&conf);
-  if (rc != 0) fprintf(stderr, "cholesky_starpu: starpu_init(%s): %d\n", sched, rc);
-  return rc == 0;
+  if (rc != 0) {
+    fprintf(stderr, "cholesky_starpu: starpu_init(%s): %d\n", sched, rc);
+    return 0;
+  }
+  if ((int)starpu_cpu_worker_get_count() != threads) {
+    fprintf(stderr, "cholesky_starpu: StarPU started %u CPU workers, not %d; %s skipped\n",
+            starpu_cpu_worker_get_count(), threads, sched);
+    starpu_shutdown();
+    return 0;
+  }
+  return 1;
 }
 
 /* Runs one policy: init, warm-ups, timed reps, the CHOL line, the check. Returns 1 when all
  * went well. */
 static int run_policy(const char* sched, chol_matrix* m, starpu_data_handle_t* handles,
                       const chol_args* a) {
+  if (!starpu_scheduler_exists(sched)) {
+    fprintf(stderr, "cholesky_starpu: StarPU %d.%d has no scheduler '%s'\n", STARPU_MAJOR_VERSION,
+            STARPU_MINOR_VERSION, sched);
+    return 0;
+  }
   if (!start_starpu(sched, a->threads)) return 0;
   chol_timing* runs = chol_xmalloc((size_t)a->reps * sizeof *runs);
   int ok = 1;

@@ -143,5 +143,24 @@ FAIL bench_gomp --only C timed out after 900s
         self.assertEqual(run.workload_fails, {})
 
 
+
+class CholeskyShare(unittest.TestCase):
+    """The Cholesky share is of the dgemm reference at the run's thread count (--threads 4 prints
+    dgemm-1t and dgemm-4t), not of a fixed dgemm-2t."""
+
+    def test_the_share_uses_the_reference_with_the_most_threads(self):
+        run = parse("""
+CHOL ordo 4096 256 150.0 0.1527
+GEMMREF dgemm-1t 50.0
+GEMMREF dgemm-4t 200.0
+""")
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            compare.print_cholesky(run)
+        text = out.getvalue()
+        self.assertIn("% of dgemm-4t", text)
+        row = next(line.split() for line in text.splitlines() if line.startswith("ordo"))
+        self.assertEqual(row[5], "75%")
+
 if __name__ == "__main__":
     unittest.main(verbosity=1)
