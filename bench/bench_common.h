@@ -30,6 +30,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,9 +54,29 @@ static inline uint64_t bench_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* A program's own flags, for the usage line (set before bench_parse_args). */
+static const char* bench_own_flags_usage = "";
+
+enum { BENCH_MAX_REPS = 64, BENCH_MAX_THREADS = 1024 };
+#define BENCH_MAX_OPS 100000000ull /* sizes computed from it stay far from overflowing */
+
 static inline void bench_usage(const char* prog) {
-  fprintf(stderr, "usage: %s [--ops N] [--reps R] [--threads T] [--only LETTERS]\n", prog);
+  fprintf(stderr,
+          "usage: %s [--ops N] [--reps R] [--threads T] [--only LETTERS]%s%s\n"
+          "  N 100..%llu, R 1..%d, T 1..%d, LETTERS from A-F (those this program runs)\n",
+          prog, bench_own_flags_usage[0] ? " " : "", bench_own_flags_usage, BENCH_MAX_OPS,
+          BENCH_MAX_REPS, BENCH_MAX_THREADS);
   exit(2);
+}
+
+/* A whole decimal number in [lo, hi], or exits with the usage line. */
+static inline unsigned long long bench_number(const char* prog, const char* v,
+                                              unsigned long long lo, unsigned long long hi) {
+  char* end;
+  errno = 0;
+  unsigned long long n = strtoull(v, &end, 10);
+  if (errno || end == v || *end || v[0] == '-' || n < lo || n > hi) bench_usage(prog);
+  return n;
 }
 
 static inline bench_args bench_parse_args(int argc, char** argv) {
@@ -67,18 +88,18 @@ static inline bench_args bench_parse_args(int argc, char** argv) {
   for (int i = 1; i < argc; i += 2) { /* every flag takes a value */
     const char* v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(argv[i], "--ops") && v) {
-      a.ops = strtoull(v, NULL, 10);
+      a.ops = (size_t)bench_number(argv[0], v, 100, BENCH_MAX_OPS);
     } else if (!strcmp(argv[i], "--reps") && v) {
-      a.reps = atoi(v);
+      a.reps = (int)bench_number(argv[0], v, 1, BENCH_MAX_REPS);
     } else if (!strcmp(argv[i], "--threads") && v) {
-      a.threads = atoi(v);
-    } else if (!strcmp(argv[i], "--only") && v) {
+      a.threads = (int)bench_number(argv[0], v, 1, BENCH_MAX_THREADS);
+    } else if (!strcmp(argv[i], "--only") && v && v[0] && strlen(v) < sizeof a.only &&
+               strspn(v, "ABCDEF") == strlen(v)) {
       snprintf(a.only, sizeof a.only, "%s", v);
     } else {
       bench_usage(argv[0]);
     }
   }
-  if (a.ops < 100 || a.reps < 1 || a.threads < 1) bench_usage(argv[0]);
   return a;
 }
 
@@ -111,8 +132,8 @@ static inline void bench_skip(const char* system, char workload, const char* rea
 typedef size_t (*bench_workload_fn)(void* ctx, size_t n);
 static inline void bench_run_workload(const char* system, char workload, const bench_args* a,
                                       bench_workload_fn run, void* ctx) {
-  double v[64];
-  int reps = a->reps > 64 ? 64 : a->reps;
+  double v[BENCH_MAX_REPS];
+  int reps = a->reps; /* at most BENCH_MAX_REPS: bench_parse_args checks */
   run(ctx, a->ops / 10);
   for (int r = 0; r < reps; r++) {
     uint64_t t0 = bench_now_ns();

@@ -302,6 +302,7 @@ static void run_metg(const char* system, ordo_engine* e, int threads) {
 
 int main(int argc, char** argv) {
   int help;
+  bench_own_flags_usage = "[--kind naive|pooled|per_device] [--pushers-help]";
   int32_t kind = take_own_flags(&argc, argv, &help);
   bench_args a = bench_parse_args(argc, argv);
   int32_t effective_kind;

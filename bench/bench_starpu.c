@@ -281,6 +281,7 @@ static char* take_sched_flag(int* argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
+  bench_own_flags_usage = "[--sched LIST]";
   char* schedulers = take_sched_flag(&argc, argv);
   bench_args a = bench_parse_args(argc, argv);
   /* Only where the caller did not say otherwise: STARPU_SILENT=0 still shows StarPU's chatter. */

@@ -49,9 +49,8 @@ while [ $# -gt 0 ]; do
       systems=${2:-}
       shift
       ;;
-    --only)
+    --only) # not passed on: each program gets one letter of it (run_workloads)
       only=${2:-}
-      flags+=("$1" "$only")
       shift
       ;;
     *) flags+=("$1") ;;
