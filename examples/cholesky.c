@@ -142,13 +142,6 @@ static ordo_engine* create_engine(const chol_args* a, const char* trace_path) {
   return e;
 }
 
-/* Whether the engine wrote the trace: destroy cannot fail for a trace it could not write (it
- * says why on stderr), so look for a non-empty file no older than this run. */
-static int trace_written(const char* path, time_t run_start) {
-  struct stat st;
-  return stat(path, &st) == 0 && st.st_size > 0 && st.st_mtime >= run_start;
-}
-
 static ordo_var* create_tile_vars(ordo_engine* e, const chol_matrix* m) {
   ordo_var* vars = chol_xmalloc((size_t)m->nt * m->nt * sizeof *vars);
   for (int i = 0; i < m->nt; i++) {
@@ -162,7 +155,6 @@ int main(int argc, char** argv) {
   const char* trace_path = a.extra_value ? a.extra_value : DEFAULT_TRACE_PATH;
   if (!*trace_path) trace_path = NULL; /* --trace "": no trace */
   chol_blas_threads(1);                /* before any BLAS call: one op = one thread */
-  time_t run_start = time(NULL);
 
   chol_matrix m = chol_matrix_alloc(a.n, a.tile);
   long total = chol_op_count(m.nt);
@@ -187,14 +179,16 @@ int main(int argc, char** argv) {
   int ok = !a.check || chol_report_check(&m, a.threads);
   ordo_stats stats = {.struct_size = sizeof stats};
   CHECK(ordo_engine_stats(e, &stats));
-  CHECK(ordo_engine_destroy(e)); /* joins the workers and writes the trace */
-  if (trace_path && trace_written(trace_path, run_start)) {
+  /* Written now, to learn whether it worked: destroy writes it again (the same records) but
+   * cannot fail for it, and only says so on stderr. */
+  if (trace_path && ordo_engine_write_trace(e, trace_path) == ORDO_OK) {
     printf("trace: %llu ops (%llu dropped) written to %s (open it in https://ui.perfetto.dev)\n",
            (unsigned long long)stats.trace_records, (unsigned long long)stats.trace_dropped,
            trace_path);
   } else if (trace_path) {
-    printf("trace: not written to %s (see the message above)\n", trace_path);
+    printf("trace: not written: %s\n", ordo_last_error_message());
   }
+  CHECK(ordo_engine_destroy(e)); /* joins the workers (and writes the trace once more) */
 
   double gemm_1t = chol_dgemm_rate(GEMM_REFERENCE_SIZE, 1);
   double gemm_all = a.threads > 1 ? chol_dgemm_rate(GEMM_REFERENCE_SIZE, a.threads) : gemm_1t;
