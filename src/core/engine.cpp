@@ -393,6 +393,7 @@ void Engine::wait_for_window(int64_t low) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
   for (;;) {
     uint32_t key = throttle_wake_.prepare_wait();
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // as in wait_idle
     if (pending_now() <= low) {
       throttle_wake_.cancel_wait();
       return;
@@ -1082,6 +1083,10 @@ ordo_status Engine::write_trace(const char* path) const {
 ordo_status Engine::wait_idle(const uint64_t* timeout_ns) {
   timeout_ns = finite_or_null(timeout_ns);
   idle_waiters_.fetch_add(1, std::memory_order_seq_cst);
+  // The waiter's half of a store-buffering handshake with announce_batch (completion count
+  // stored, fence, idle_waiters_ loaded): the lane counts are read with acquire loads, which
+  // alone may be ordered before the RMW above by the C++ model.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   bool idle;
   {
     std::unique_lock<std::mutex> lock(idle_mutex_);
