@@ -54,15 +54,7 @@ install_toolchain() {
     need+=(llvm-14)
   fi
   if [ ${#need[@]} -eq 0 ]; then return 0; fi
-  echo "fuzz/run.sh: installing ${need[*]}"
-  local sudo=""
-  if [ "$(id -u)" != 0 ]; then
-    command -v sudo >/dev/null 2>&1 || { echo "fuzz/run.sh: need root for ${need[*]}" >&2; exit 1; }
-    sudo=sudo
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  bash "$root/tools/apt-install.sh" fuzz/run.sh "${need[@]}"
   pick_clang
   have_libfuzzer || { echo "fuzz/run.sh: libFuzzer runtime still missing" >&2; exit 1; }
 }

@@ -24,15 +24,7 @@ elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }'; }
 
 # A fresh Debian machine has no valgrind: install it (as root, or with sudo) when missing.
 if ! command -v valgrind >/dev/null 2>&1; then
-  sudo=""
-  if [ "$(id -u)" != 0 ]; then
-    command -v sudo >/dev/null 2>&1 || { echo "run_valgrind: need root to install valgrind" >&2; exit 1; }
-    sudo=sudo
-  fi
-  echo "run_valgrind: installing valgrind"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends valgrind >/dev/null
+  bash "$(cd "$(dirname "$0")/.." && pwd)/tools/apt-install.sh" run_valgrind valgrind
 fi
 
 echo "-- valgrind: build the shim runner ($build)"

@@ -50,15 +50,19 @@ static int32_t return_code(ordo_exec* exec, void* user_data) {
   return (int32_t)(intptr_t)user_data;
 }
 
-static ordo_engine* traced_engine(int32_t kind, const char* path) {
+static ordo_engine* traced_engine_with(int32_t kind, int32_t cpu_threads, const char* path) {
   ordo_engine_config cfg;
   ordo_engine_config_init(&cfg);
   cfg.kind = kind;
-  cfg.cpu_threads = 2;
+  cfg.cpu_threads = cpu_threads;
   cfg.trace_path = path;
   ordo_engine* e = NULL;
   ST(ordo_engine_create(&cfg, &e), ORDO_OK);
   return e;
+}
+
+static ordo_engine* traced_engine(int32_t kind, const char* path) {
+  return traced_engine_with(kind, 2, path);
 }
 
 static void push_named(ordo_engine* e, const char* name, intptr_t code, ordo_var* cv, size_t nc,
@@ -220,13 +224,7 @@ Test(trace, names_that_are_not_utf8_still_give_valid_json) {
 /* Rows of workers and of calling threads never share a thread id, however many workers. */
 Test(trace, caller_rows_never_share_an_id_with_worker_rows) {
   const char* path = temp_path("many-workers.json");
-  ordo_engine_config cfg;
-  ordo_engine_config_init(&cfg);
-  cfg.kind = ORDO_ENGINE_POOLED;
-  cfg.cpu_threads = 1024;
-  cfg.trace_path = path;
-  ordo_engine* e = NULL;
-  ST(ordo_engine_create(&cfg, &e), ORDO_OK);
+  ordo_engine* e = traced_engine_with(ORDO_ENGINE_POOLED, 1024, path);
   ordo_push_opts o = tu_opts_named("inline");
   o.prop = ORDO_PROP_ASYNC; /* runs on this thread: a caller row */
   ST(ordo_opr_push(e, return_code, (void*)0, NULL, 0, NULL, 0, &o), ORDO_OK);

@@ -18,17 +18,8 @@ pkg-config --exists openblas 2>/dev/null || need+=(libopenblas-dev)
 
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 
-apt_install() {
-  echo "install-deps: installing $*"
-  local sudo=""
-  if [ "$(id -u)" != 0 ]; then
-    command -v sudo >/dev/null 2>&1 || { echo "install-deps: need root to install $*" >&2; exit 1; }
-    sudo=sudo
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
-}
+tools=$(cd "$(dirname "$0")" && pwd)
+apt_install() { bash "$tools/apt-install.sh" install-deps "$@"; }
 
 [ ${#need[@]} -eq 0 ] || apt_install "${need[@]}"
 
