@@ -14,13 +14,14 @@ BUILD   ?= build
 PREFIX  ?= /usr/local
 MESON   ?= meson
 JOBS    ?= 2
+export JOBS # the scripts below (sanitizers, valgrind, bench) build with as many jobs
 FUZZ_SECONDS ?= 300
 STRESS_OPS ?= 10000000
 
 .PHONY: all deps configure run quickstart test bench fuzz stress install clean
 
 all: configure
-	$(MESON) compile -C $(BUILD)
+	$(MESON) compile -C $(BUILD) -j $(JOBS)
 
 # Installs what a fresh Debian 12 machine lacks (as root), and nothing when it is all there.
 deps:

@@ -265,8 +265,9 @@ Test(engine_lifecycle, push_after_destroy_starts_no_threads) {
   cr_assert_eq(atomic_load(&counter), 0);
 }
 
-/* The header's promise on engine pointers: with L engines alive, a freed one's pointer stays
- * invalid for at least 65,535 - L more creations (the round robin skips the slots in use). */
+/* The header's promise on engine pointers: with L engines alive, a slot comes back only after
+ * 65,535 - L other creations since it was handed out (the round robin skips the slots in use);
+ * an engine freed right after its creation keeps its pointer invalid that long. */
 Test(engine_lifecycle, a_freed_engine_pointer_stays_invalid_while_the_slots_come_round) {
   enum { kSlots = 65535, kAlive = 1000 };
   static ordo_engine* alive[kAlive];

@@ -15,10 +15,12 @@
  *    kind (a var handle passed as a prepared op, ...) or made up is ORDO_ERR_INVALID_HANDLE
  *    (handles of different kinds never have the same value); an engine pointer that ordo never
  *    handed out, or whose memory has gone with its last reference, is ORDO_ERR_INVALID_HANDLE.
- *    Engine pointers are slots of a table of 65,535, reused round robin, skipping slots in use:
- *    a freed engine's pointer, and the handles it issued, stay invalid for at least 65,535 - L
- *    more engine creations, L being the most engines alive at once meanwhile; after that they
- *    may name a new engine and its objects.
+ *    Engine pointers are slots of a table of 65,535, handed out round robin, skipping slots in
+ *    use: a slot is handed out again only after at least 65,535 - L other engine creations since
+ *    it was last handed out, L being the most engines alive at once meanwhile. Until then a
+ *    freed engine's pointer, and the handles it issued, stay invalid; after that they may name
+ *    a new engine and its objects (for an engine that lived through that many creations, as
+ *    soon as it is freed).
  *  - Structs that may grow start with struct_size (the caller's sizeof). A size below 4 or
  *    above 4096 (no struct of this ABI will grow that large: the struct was not initialized) is
  *    ORDO_ERR_INVALID_ARGUMENT, and nothing is read or written through it.
@@ -161,6 +163,7 @@ ORDO_API size_t ordo_last_error_copy(char* buf, size_t cap);
  * ordo_engine_config.flags: pushing threads help the workers once the engine is over its
  * submission window (max_pending), as an OpenMP thread runs tasks when too many are queued.
  * A push that the throttle holds runs ready ops of the normal CPU workers on the pushing thread
+ * (threads past the 64 that get a push lane of their own only wait)
  * instead of sleeping, until half of the pending ops are done or nothing is ready; and until a
  * later check finds fewer than half of max_pending pending, a push whose op is ready at once
  * (normal CPU property, priority 0) runs it before returning. Faster when pushers outnumber
@@ -196,7 +199,8 @@ typedef struct ordo_engine_config {
                              STARPU_LIMIT_MAX_SUBMITTED_TASKS does the same). Each pushing
                              thread looks every max_pending / 8 pushes (at most 256), so one
                              pusher overshoots the window by at most an eighth; env
-                             ORDO_MAX_PENDING; default 8192; -1 = no throttle */
+                             ORDO_MAX_PENDING; default 8192; -1 = no throttle; otherwise at
+                             least 64 (smaller values are INVALID_ARGUMENT) */
   uint32_t flags;         /**< ORDO_ENGINE_FLAG_* bits; others must be 0 */
   const void* next;       /**< reserved for extension chains, must be NULL */
   const char* trace_path; /**< non-NULL and non-empty: record every op (name, worker, device,
@@ -204,9 +208,9 @@ typedef struct ordo_engine_config {
                              Perfetto and chrome://tracing) to this file when the engine shuts
                              down; see ordo_engine_write_trace. Copied at create. Env
                              ORDO_TRACE=path.json; default NULL (tracing off, which costs one
-                             predictable branch per op). Under ORDO_TRACE the process's first
-                             engine writes path.json, the n-th path-n.json, so that none
-                             overwrites another's. Records are kept in memory per worker,
+                             predictable branch per op). Under ORDO_TRACE (trace_path not
+                             set) the process's first engine so traced writes path.json, the
+                             n-th path-n.json, so that none overwrites another's. Records are kept in memory per worker,
                              at most 1,048,576 per worker (more are counted as dropped). A
                              trace that cannot be written at shutdown is reported on stderr;
                              destroy still returns ORDO_OK and leaves the last error alone. */
@@ -288,8 +292,8 @@ ORDO_API ordo_status ordo_engine_stats(ordo_engine* e, ordo_stats* out);
  * Writes the op records so far as Chrome trace JSON to `path` (the records are kept: the file
  * written at shutdown still has them all). A regular file is replaced whole, through a
  * temporary file beside it and a rename, so that a reader or another engine writing the same
- * path never sees half a trace; other paths (/dev/stdout, a FIFO, a symbolic link) are written
- * directly. Op name bytes that are not UTF-8 are written as U+FFFD. Thread-safe; ops keep running meanwhile and those
+ * path never sees half a trace; other paths (/dev/stdout, a FIFO, a symbolic link), and a file
+ * in a folder where no temporary file can be made, are written directly. Op name bytes that are not UTF-8 are written as U+FFFD. Thread-safe; ops keep running meanwhile and those
  * that finish while it writes may or may not be in the file. Errors: INVALID_ARGUMENT (engine or
  * path NULL, path empty, or the file cannot be written: the message names the reason),
  * INVALID_STATE (tracing is off for this engine: set ordo_engine_config.trace_path or ORDO_TRACE),
@@ -379,14 +383,17 @@ static inline void ordo_push_opts_init(ordo_push_opts* opts) {
 }
 
 /**
- * Pushes an op. Always asynchronous (except for the naive engine and ORDO_PROP_ASYNC ops whose
- * vars are free, which run before this returns; when pushed from inside an inline op of the
- * same engine, right after that op returns instead, see ORDO_PROP_ASYNC). The op runs after every op pushed before it
+ * Pushes an op. Always asynchronous, except for the naive engine and ORDO_PROP_ASYNC ops whose
+ * vars are free, which run before this returns (when pushed from inside an inline op of the
+ * same engine, right after that op returns instead, see ORDO_PROP_ASYNC), and for a ready op
+ * pushed over the window under ORDO_ENGINE_FLAG_PUSHERS_HELP (see there), which may run on
+ * this thread before this returns. The op runs after every op pushed before it
  * that shares a var with it where either mutates it. A var in both lists counts as mutable; a
  * var listed twice counts once; an op with no vars simply runs. May be called from inside an op.
  * Pushes from several threads are linearizable and never deadlock.
  * If any var the op reads or mutates is in an error state when the op's turn comes, fn is not
- * called: the op is skipped, counted as failed, and passes the error on to the vars it mutates.
+ * called: the op is skipped (counted in ordo_stats.skipped, not failed), and passes the error on
+ * to the vars it mutates.
  * Ownership: user_data stays the caller's; free_fn (if given) releases it after the op finished.
  * On failure nothing was pushed and free_fn is not called.
  * Flow control: from a thread that is not running an op of this engine, a push made while more

@@ -1,7 +1,8 @@
 // The engine handle table. An ordo_engine* is the address of a slot in a static array, never
 // of the engine itself: ordo can therefore tell a pointer it never handed out, or one whose
 // engine is gone, from a live one without reading freed memory. Slots are reused round robin,
-// so a stale pointer stays invalid until 65,535 more engines have been created.
+// skipping slots in use, so a slot comes back only after 65,535 - L other creations since it
+// was last handed out (L: the most engines alive meanwhile).
 #pragma once
 
 #include <atomic>
