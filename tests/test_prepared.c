@@ -710,3 +710,46 @@ Test(prepared, one_prepared_op_pushed_from_several_threads_against_reversed_push
   cr_assert_eq(ordo_opr_delete(e, s.opr), ORDO_OK);
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
 }
+
+/* A prepared op's free_fn run by ordo_opr_delete is "inside an op" of its engine (the header's
+ * rule for free_fns): releasing the last reference or destroying the engine from it is refused
+ * with WOULD_DEADLOCK, and the engine stays usable. Both freed the engine under the delete. */
+static ordo_engine* g_self_engine;
+static int g_destroy_in_free_fn;
+static atomic_int g_free_fn_status;
+
+static void release_or_destroy_engine(void* ud) {
+  (void)ud;
+  ordo_status s = g_destroy_in_free_fn ? ordo_engine_destroy(g_self_engine)
+                                       : ordo_engine_release(g_self_engine);
+  atomic_store(&g_free_fn_status, s);
+}
+
+static void check_free_fn_cannot_drop_its_engine(int destroy) {
+  g_self_engine = make_engine(ORDO_ENGINE_POOLED, 2);
+  g_destroy_in_free_fn = destroy;
+  atomic_store(&g_free_fn_status, -1);
+  ordo_var v;
+  cr_assert_eq(ordo_var_new(g_self_engine, &v), ORDO_OK);
+  ordo_push_opts o;
+  ordo_push_opts_init(&o);
+  o.free_fn = release_or_destroy_engine;
+  ordo_opr p;
+  cr_assert_eq(ordo_opr_new(g_self_engine, op_run, NULL, NULL, 0, &v, 1, &o, &p), ORDO_OK);
+  cr_assert_eq(ordo_opr_push_prepared(g_self_engine, p, 0), ORDO_OK);
+  cr_assert_eq(ordo_wait_for_all(g_self_engine), ORDO_OK);
+  cr_assert_eq(ordo_opr_delete(g_self_engine, p), ORDO_OK); /* runs the free_fn here */
+  cr_assert_eq(atomic_load(&g_free_fn_status), ORDO_ERR_WOULD_DEADLOCK, "%s from the free_fn: %s",
+               destroy ? "destroy" : "release", ordo_status_string(atomic_load(&g_free_fn_status)));
+  cr_assert_eq(ordo_opr_push(g_self_engine, op_run, NULL, NULL, 0, &v, 1, NULL), ORDO_OK,
+               "the engine is still usable");
+  cr_assert_eq(ordo_engine_destroy(g_self_engine), ORDO_OK);
+}
+
+Test(prepared, a_free_fn_run_by_delete_cannot_release_its_engine) {
+  check_free_fn_cannot_drop_its_engine(0);
+}
+
+Test(prepared, a_free_fn_run_by_delete_cannot_destroy_its_engine) {
+  check_free_fn_cannot_drop_its_engine(1);
+}

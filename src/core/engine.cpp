@@ -715,9 +715,17 @@ ordo_status Engine::prepared_push(ordo_opr opr, int32_t priority) {
     p->retain();
   }
   ordo_status s = push_resolved(spec, p->group, copied ? copy : p->refs.data(), n);
-  if (s != ORDO_OK && p->release()) prepared_.finish(p);  // the op's reference: never pushed
-  if (!copied && p->release()) prepared_.finish(p);       // this push's own
+  if (s != ORDO_OK && p->release()) finish_prepared(p);  // the op's reference: never pushed
+  if (!copied && p->release()) finish_prepared(p);       // this push's own
   return s;
+}
+
+// Runs the prepared op's free_fn and recycles its slot, on a thread that may hold no op of this
+// engine (ordo_opr_delete's caller, a failed push): marked busy meanwhile, as under execute(),
+// so that the free_fn cannot release or destroy the engine that finish() goes on using.
+void Engine::finish_prepared(PreparedOp* p) {
+  BusyScope busy(this);
+  prepared_.finish(p);
 }
 
 ordo_status Engine::prepared_delete(ordo_opr opr) {
@@ -730,7 +738,7 @@ ordo_status Engine::prepared_delete(ordo_opr opr) {
     return fail(ORDO_ERR_INVALID_HANDLE,
                 "prepared op handle 0x%016" PRIx64 " is deleted, foreign or made up", opr);
   }
-  if (last) prepared_.finish(p);
+  if (last) finish_prepared(p);
   return ORDO_OK;
 }
 

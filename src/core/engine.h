@@ -112,6 +112,7 @@ class Engine {
   ordo_status push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n);
   ordo_status push_internal(OpKind kind, ordo_var v, bool write, void* internal);
   void throttle(PushLane* lane);
+  void finish_prepared(PreparedOp* p);
   void wait_for_window(int64_t low);
   template <class F>
   void as_helper(PushLane* lane, F&& run);
