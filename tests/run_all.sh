@@ -8,6 +8,10 @@ echo "== the public header as C99 and C++17"
 "$build/tests/header_c99"
 "$build/tests/header_cxx17"
 
+echo "== libordo.so is never unmapped by dlclose (its pthread key destructor must stay)"
+readelf -d "$build/src/libordo.so" | grep -q 'Flags:.*NODELETE' ||
+  { echo "libordo.so lacks DF_1_NODELETE (-z nodelete)" >&2; exit 1; }
+
 echo "== C++ exceptions thrown by callbacks and free_fns"
 "$build/tests/ordo_exceptions_test"
 

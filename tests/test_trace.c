@@ -5,10 +5,13 @@
  * hold exactly the expected events.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -208,16 +211,20 @@ Test(trace, names_that_are_not_utf8_still_give_valid_json) {
   memset(cut, 'a', 46);
   snprintf(cut + 46, sizeof cut - 46, "\xc3\xa9z"); /* U+00E9 at bytes 46-47: byte 47 is cut */
   push_named(e, cut, 0, NULL, 0, NULL, 0);
+  char whole[64]; /* U+00E9 at bytes 45-46, then a stray byte at the cut: the character stays */
+  memset(whole, 'b', 45);
+  snprintf(whole + 45, sizeof whole - 45, "\xc3\xa9\x80z");
+  push_named(e, whole, 0, NULL, 0, NULL, 0);
   push_named(e, "h\xc3\xa9llo \xe2\x9c\x93", 0, NULL, 0, NULL, 0); /* valid UTF-8 kept */
   push_named(e, "\xff\xfe bad \xc0\xaf", 0, NULL, 0, NULL, 0);     /* never UTF-8, overlong */
   push_named(e, "\xed\xa0\x80 surrogate", 0, NULL, 0, NULL, 0);
   ST(ordo_engine_destroy(e), ORDO_OK);
   char want[512];
   snprintf(want, sizeof want,
-           "events=4 name:%.46s=1 'name:h\xc3\xa9llo \xe2\x9c\x93=1' "
+           "events=5 name:%.46s=1 name:%.47s=1 'name:h\xc3\xa9llo \xe2\x9c\x93=1' "
            "'name:\xef\xbf\xbd\xef\xbf\xbd bad \xef\xbf\xbd\xef\xbf\xbd=1' "
            "'name:\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd surrogate=1'",
-           cut);
+           cut, whole);
   cr_assert_eq(check_trace(path, want), 0, "check_trace.py failed on %s", path);
 }
 
@@ -306,4 +313,33 @@ Test(trace, an_unwritable_trace_at_destroy_keeps_the_last_error_message) {
   snprintf(before, sizeof before, "%s", ordo_last_error_message());
   ST(ordo_engine_destroy(e), ORDO_OK);
   cr_assert_str_eq(ordo_last_error_message(), before);
+}
+
+/* A regular file that cannot be renamed over (a bind-mounted file, as `docker -v
+ * host.json:/trace.json` makes one: rename gives EBUSY) is still written, in place. Needs a
+ * private mount namespace (root); skipped where none can be made. */
+Test(trace, a_file_that_cannot_be_renamed_over_is_written_in_place) {
+  if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
+    cr_skip_test("no private mount namespace here: %s", strerror(errno));
+  }
+  char host[128], mounted[128];
+  snprintf(host, sizeof host, "%s", temp_path("host.json"));
+  snprintf(mounted, sizeof mounted, "%s", temp_path("mounted.json"));
+  FILE* f = fopen(host, "w");
+  cr_assert_not_null(f);
+  fclose(f);
+  f = fopen(mounted, "w");
+  cr_assert_not_null(f);
+  fclose(f);
+  if (mount(host, mounted, NULL, MS_BIND, NULL) != 0) {
+    cr_skip_test("cannot bind-mount a file here: %s", strerror(errno));
+  }
+  ordo_engine* e = traced_engine(ORDO_ENGINE_POOLED, temp_path("unused.json"));
+  push_named(e, "through-the-mount", 0, NULL, 0, NULL, 0);
+  ST(ordo_wait_for_all(e), ORDO_OK);
+  ST(ordo_engine_write_trace(e, mounted), ORDO_OK);
+  ST(ordo_engine_destroy(e), ORDO_OK);
+  umount(mounted);
+  cr_assert_eq(check_trace(host, "events=1 name:through-the-mount=1"), 0,
+               "the trace did not reach the mounted file");
 }

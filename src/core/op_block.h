@@ -139,17 +139,20 @@ class LinkCursor {
   uint32_t k_ = 0;
 };
 
-// Copies an op name, truncated to ORDO_NAME_MAX bytes and NUL-terminated.
 // Where to cut `s`, longer than `len` bytes, so as not to split a UTF-8 character: before the
-// lead byte of a character that straddles `len`, else at `len` (also for bytes that are not
+// lead byte of a character that runs past `len`, else at `len` (also for bytes that are not
 // UTF-8, which the trace writer replaces).
 inline size_t whole_utf8_prefix(const char* s, size_t len) {
-  auto continuation = [s](size_t i) { return (static_cast<unsigned char>(s[i]) & 0xc0) == 0x80; };
+  auto byte = [s](size_t i) { return static_cast<unsigned char>(s[i]); };
   size_t cut = len;
-  for (int back = 0; back < 3 && cut > 0 && continuation(cut); ++back) --cut;
-  return cut < len && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0xc0 ? cut : len;
+  for (int back = 0; back < 3 && cut > 0 && (byte(cut) & 0xc0) == 0x80; ++back) --cut;
+  if (cut == len || (byte(cut) & 0xc0) != 0xc0) return len;
+  const size_t length = byte(cut) >= 0xf0 ? 4 : byte(cut) >= 0xe0 ? 3 : 2;  // the lead byte's
+  return cut + length > len ? cut : len;  // a whole character before stray bytes stays
 }
 
+// Copies an op name, truncated to ORDO_NAME_MAX bytes without splitting a UTF-8 character, and
+// NUL-terminated.
 inline void copy_name(char (&dst)[ORDO_NAME_MAX + 1], const char* src) {
   size_t len = strnlen(src, ORDO_NAME_MAX);
   if (len == ORDO_NAME_MAX) len = whole_utf8_prefix(src, len);  // src[len] exists: NUL or more

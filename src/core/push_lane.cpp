@@ -87,7 +87,9 @@ ORDO_HOT_TLS bool tls_lanes_gone = false;
 // destructor: glibc runs thread_local destructors before key destructors, so a thread whose
 // first push comes from a key destructor of the caller's would construct its cache after they
 // ran, and its lane would never come back. Setting the key's value from inside a key destructor
-// makes glibc run another round of them, which gives that lane back too.
+// makes glibc run another round of them, which gives that lane back too, unless the push came
+// in glibc's last round (PTHREAD_DESTRUCTOR_ITERATIONS, 4). libordo.so is linked with
+// -z nodelete, so this destructor is never unmapped by a dlclose before it runs.
 class ThreadExitHook {
  public:
   static ThreadExitHook& get() {

@@ -57,6 +57,27 @@ std::FILE* open_temp_beside(const std::string& path, std::string* temp) {
   return nullptr;
 }
 
+// Copies the file `from` into `to` (truncating it); 0, or the errno of what failed.
+int copy_file(const char* from, const char* to) {
+  std::FILE* in = std::fopen(from, "r");
+  if (!in) return errno;
+  std::FILE* out = std::fopen(to, "w");
+  if (!out) {
+    int err = errno;
+    std::fclose(in);
+    return err;
+  }
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, in)) > 0) {
+    if (std::fwrite(buf, 1, n, out) != n) break;
+  }
+  int err = std::ferror(in) || std::ferror(out) ? EIO : 0;
+  std::fclose(in);
+  if (std::fclose(out) != 0 && err == 0) err = errno;
+  return err;
+}
+
 }  // namespace
 
 TraceFile::~TraceFile() {
@@ -80,17 +101,17 @@ ordo_status TraceFile::open(const char* path) {
 }
 
 ordo_status TraceFile::commit() {
-  bool ok = std::ferror(f_) == 0;
-  ok = (std::fclose(f_) == 0) && ok;
+  int err = std::ferror(f_) ? EIO : 0;
+  if (std::fclose(f_) != 0 && err == 0) err = errno;
   f_ = nullptr;
-  int err = errno;
-  if (ok && !temp_.empty() && std::rename(temp_.c_str(), path_.c_str()) != 0) {
-    ok = false;
-    err = errno;
+  if (err == 0 && !temp_.empty() && std::rename(temp_.c_str(), path_.c_str()) != 0) {
+    // A path that cannot be renamed over (a bind-mounted file, another user's file in a sticky
+    // folder) may still be writable: copy the trace into it, as a direct write would have.
+    err = copy_file(temp_.c_str(), path_.c_str());
   }
-  if (!temp_.empty() && !ok) unlink(temp_.c_str());
+  if (!temp_.empty()) unlink(temp_.c_str());  // gone when renamed; else copied, or failed
   temp_.clear();
-  if (!ok) {
+  if (err != 0) {
     return fail(ORDO_ERR_INVALID_ARGUMENT, "writing the trace to '%s' failed: %s", path_.c_str(),
                 std::strerror(err));
   }
