@@ -544,6 +544,15 @@ Test(misuse, push_opts_init_sized_writes_at_most_size) {
   }
   ordo_push_opts_init_sized(NULL, sizeof(ordo_push_opts));
 
+  /* Above 4096, the header's bound for every struct_size (no struct of this ABI grows so
+   * large: the size is garbage): nothing written, for both init_sized functions. */
+  static unsigned char big[8192];
+  memset(big, 0xAB, sizeof big);
+  ordo_push_opts_init_sized((ordo_push_opts*)(void*)big, 4097);
+  ordo_engine_config_init_sized((ordo_engine_config*)(void*)big, sizeof big);
+  for (size_t i = 0; i < sizeof big; i++)
+    cr_assert_eq(big[i], 0xAB, "init_sized above 4096 wrote byte %zu", i);
+
   /* Full size: every default. */
   memset(&u, 0xAB, sizeof u);
   ordo_push_opts_init(&u.o);

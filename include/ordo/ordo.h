@@ -219,7 +219,7 @@ typedef struct ordo_engine_config {
 /**
  * Fills cfg with defaults, writing at most `size` bytes (the caller's sizeof). Safe when the
  * library's struct is larger than the caller's. This is the entry point for FFI languages.
- * Does nothing when cfg is NULL or size is smaller than 4.
+ * Does nothing when cfg is NULL or size is smaller than 4 or above 4096.
  */
 ORDO_API void ordo_engine_config_init_sized(ordo_engine_config* cfg, size_t size);
 /** Fills cfg with defaults using the caller's compile-time struct size. */
@@ -375,7 +375,8 @@ typedef struct ordo_push_opts {
 } ordo_push_opts;
 
 /** Fills opts with defaults, writing at most `size` bytes (the caller's sizeof). Does nothing
- *  when opts is NULL or size is smaller than 4. The entry point for FFI languages. */
+ *  when opts is NULL or size is smaller than 4 or above 4096. The entry point for FFI
+ *  languages. */
 ORDO_API void ordo_push_opts_init_sized(ordo_push_opts* opts, size_t size);
 /** Fills opts with defaults using the caller's compile-time struct size. */
 static inline void ordo_push_opts_init(ordo_push_opts* opts) {

@@ -170,7 +170,9 @@ ORDO_API size_t ordo_last_error_copy(char* buf, size_t cap) {
 // ---- engine ------------------------------------------------------------------------------------
 
 ORDO_API void ordo_engine_config_init_sized(ordo_engine_config* cfg, size_t size) {
-  if (cfg && size >= sizeof(uint32_t)) write_struct(default_engine_config(), cfg, size);
+  if (cfg && size >= sizeof(uint32_t) && size <= kMaxStructSize) {
+    write_struct(default_engine_config(), cfg, size);
+  }
 }
 
 ORDO_API ordo_status ordo_engine_create(const ordo_engine_config* cfg, ordo_engine** out) {
@@ -302,7 +304,9 @@ ORDO_API ordo_status ordo_var_get_error(ordo_engine* e, ordo_var v, int32_t* cod
 // ---- ops ---------------------------------------------------------------------------------------
 
 ORDO_API void ordo_push_opts_init_sized(ordo_push_opts* opts, size_t size) {
-  if (opts && size >= sizeof(uint32_t)) write_struct(default_push_opts(), opts, size);
+  if (opts && size >= sizeof(uint32_t) && size <= kMaxStructSize) {
+    write_struct(default_push_opts(), opts, size);
+  }
 }
 
 ORDO_API ordo_status ordo_opr_push(ordo_engine* e, ordo_fn fn, void* user_data,
