@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/utf8.h"
 #include "ordo/ordo.h"
 
 namespace ordo {
@@ -138,18 +139,6 @@ class LinkCursor {
   LinkLine* line_;
   uint32_t k_ = 0;
 };
-
-// Where to cut `s`, longer than `len` bytes, so as not to split a UTF-8 character: before the
-// lead byte of a character that runs past `len`, else at `len` (also for bytes that are not
-// UTF-8, which the trace writer replaces).
-inline size_t whole_utf8_prefix(const char* s, size_t len) {
-  auto byte = [s](size_t i) { return static_cast<unsigned char>(s[i]); };
-  size_t cut = len;
-  for (int back = 0; back < 3 && cut > 0 && (byte(cut) & 0xc0) == 0x80; ++back) --cut;
-  if (cut == len || (byte(cut) & 0xc0) != 0xc0) return len;
-  const size_t length = byte(cut) >= 0xf0 ? 4 : byte(cut) >= 0xe0 ? 3 : 2;  // the lead byte's
-  return cut + length > len ? cut : len;  // a whole character before stray bytes stays
-}
 
 // Copies an op name, truncated to ORDO_NAME_MAX bytes without splitting a UTF-8 character, and
 // NUL-terminated.

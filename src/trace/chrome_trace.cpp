@@ -6,37 +6,13 @@
 #include <cstdio>
 #include <unordered_set>
 
+#include "core/utf8.h"
 #include "trace/trace_file.h"
 #include "trace/tracer.h"
 
 namespace ordo {
 
 namespace {
-
-// Length of the well-formed UTF-8 sequence at `s` (1 to 4), or 0 when the bytes there are not
-// one: a stray continuation byte, an overlong form, a surrogate, past U+10FFFF, or cut short.
-size_t utf8_sequence_length(const unsigned char* s) {
-  const unsigned char c = s[0];
-  if (c < 0x80) return 1;
-  size_t n;
-  uint32_t cp;
-  if (c >= 0xc2 && c <= 0xdf) {
-    n = 2, cp = c & 0x1fu;
-  } else if ((c & 0xf0) == 0xe0) {
-    n = 3, cp = c & 0x0fu;
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    n = 4, cp = c & 0x07u;
-  } else {
-    return 0;
-  }
-  for (size_t i = 1; i < n; ++i) {
-    if ((s[i] & 0xc0) != 0x80) return 0;  // also stops at the terminating NUL
-    cp = (cp << 6) | (s[i] & 0x3fu);
-  }
-  const bool overlong = (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000);
-  if (overlong || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-  return n;
-}
 
 // JSON text must be UTF-8, and op names are whatever bytes the caller gave: each byte that does
 // not start a well-formed sequence is written as U+FFFD, so that the file always parses.
