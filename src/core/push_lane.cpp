@@ -77,10 +77,9 @@ thread_local LaneCache tls_lanes;
 ORDO_HOT_TLS uint64_t tls_last_uid = 0;
 ORDO_HOT_TLS PushLane* tls_last_lane = nullptr;
 ORDO_HOT_TLS uint64_t tls_token = 0;
-// Set once ThreadExitHook is armed for this thread, and when it has given the lanes back. A
-// caller's key destructor may still push after that: it must neither use a lane given back
-// (another thread may own it now) nor claim one that nothing would give back.
-ORDO_HOT_TLS bool tls_exit_armed = false;
+// Set when ThreadExitHook has given this thread's lanes back. A caller's key destructor may
+// still push after that: it must neither use a lane given back (another thread may own it now)
+// nor claim one that nothing would give back.
 ORDO_HOT_TLS bool tls_lanes_gone = false;
 
 // Gives a thread's lanes back when it exits. A pthread key rather than a thread_local
@@ -97,12 +96,9 @@ class ThreadExitHook {
     return hook;
   }
   // Whether this thread's lanes will be given back when it exits; false when no key could be
-  // created (the thread then pushes through the shared lanes).
-  bool arm(LaneCache* cache) {
-    if (!created_ || pthread_setspecific(key_, cache) != 0) return false;
-    tls_exit_armed = true;
-    return true;
-  }
+  // created (the thread then pushes through the shared lanes). Cheap enough to repeat on every
+  // lane claimed: the key's value is one store.
+  bool arm(LaneCache* cache) { return created_ && pthread_setspecific(key_, cache) == 0; }
 
  private:
   ThreadExitHook() { created_ = pthread_key_create(&key_, &on_thread_exit) == 0; }
@@ -135,7 +131,7 @@ PushLane* claim_lane(Engine* engine) {
     }
   }
   if (tls_token == 0) tls_token = new_thread_token();
-  if (!tls_exit_armed && !ThreadExitHook::get().arm(&cache)) return nullptr;
+  if (!ThreadExitHook::get().arm(&cache)) return nullptr;
   LaneEntry* victim = cache.pick_victim();
   if (!victim) return nullptr;
   PushLane* lane = engine->claim_external_lane(tls_token);
