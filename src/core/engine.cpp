@@ -340,10 +340,9 @@ ordo_status Engine::route(int32_t prop, int32_t device_type, int32_t device_id, 
                 static_cast<int>(device_id));
   }
   *out = prop == ORDO_PROP_ASYNC ? nullptr : route_[prop];
-  if (!*out || (*out)->started()) return ORDO_OK;
-  // A group's first op: never start threads for an engine that is shutting down (nothing would
-  // join them before the last release). The group refuses too once it was told to stop.
-  ordo_status st = shutting_down() ? ORDO_ERR_SHUTDOWN : (*out)->ensure_started();
+  // A group's first op starts its threads; once destroy has stopped the group it refuses, since
+  // nothing would join threads started then before the last release.
+  ordo_status st = *out ? (*out)->ensure_started() : ORDO_OK;
   if (st == ORDO_ERR_SHUTDOWN) return refuse_push(st);
   if (st != ORDO_OK) {
     return fail(ORDO_ERR_NO_MEMORY, "could not start worker threads for ordo_push_opts.prop=%d",

@@ -39,9 +39,9 @@ class WorkerGroup {
   WorkerGroup(Engine* engine, const char* role, int32_t threads);
   ~WorkerGroup();
 
+  bool started() const { return started_.load(std::memory_order_acquire); }
   // Starts the threads if not yet started. ORDO_OK, ORDO_ERR_NO_MEMORY, or ORDO_ERR_SHUTDOWN once
   // stop_and_join has run (threads started then would never be joined before the destructor).
-  bool started() const { return started_.load(std::memory_order_acquire); }
   ordo_status ensure_started() {
     return started_.load(std::memory_order_acquire) ? ORDO_OK : start();
   }
