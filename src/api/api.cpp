@@ -38,7 +38,7 @@ ordo_status null_arg(const char* fn_name, const char* arg) {
 
 // An output struct the library fills: the caller must say how large its copy is.
 ordo_status check_out_struct(const char* fn_name, const char* arg, uint32_t size, const char* how) {
-  if (size >= sizeof(uint32_t) && size <= kMaxStructSize) return ORDO_OK;
+  if (struct_size_ok(size)) return ORDO_OK;
   if (size > kMaxStructSize) {
     return fail(ORDO_ERR_INVALID_ARGUMENT,
                 "%s: %s->struct_size is %u, more than %u: the struct was not initialized (%s)",
@@ -170,9 +170,7 @@ ORDO_API size_t ordo_last_error_copy(char* buf, size_t cap) {
 // ---- engine ------------------------------------------------------------------------------------
 
 ORDO_API void ordo_engine_config_init_sized(ordo_engine_config* cfg, size_t size) {
-  if (cfg && size >= sizeof(uint32_t) && size <= kMaxStructSize) {
-    write_struct(default_engine_config(), cfg, size);
-  }
+  if (cfg && struct_size_ok(size)) write_struct(default_engine_config(), cfg, size);
 }
 
 ORDO_API ordo_status ordo_engine_create(const ordo_engine_config* cfg, ordo_engine** out) {
@@ -304,9 +302,7 @@ ORDO_API ordo_status ordo_var_get_error(ordo_engine* e, ordo_var v, int32_t* cod
 // ---- ops ---------------------------------------------------------------------------------------
 
 ORDO_API void ordo_push_opts_init_sized(ordo_push_opts* opts, size_t size) {
-  if (opts && size >= sizeof(uint32_t) && size <= kMaxStructSize) {
-    write_struct(default_push_opts(), opts, size);
-  }
+  if (opts && struct_size_ok(size)) write_struct(default_push_opts(), opts, size);
 }
 
 ORDO_API ordo_status ordo_opr_push(ordo_engine* e, ordo_fn fn, void* user_data,

@@ -19,6 +19,12 @@ namespace ordo {
 // memory (a garbage size of 0xABABABAB crashed ordo_engine_get_config).
 constexpr uint32_t kMaxStructSize = 4096;
 
+// Whether a caller's struct_size (or the size given to an _init_sized function) may be used:
+// room for struct_size itself, and no more than any struct of this ABI will ever need.
+inline bool struct_size_ok(size_t size) {
+  return size >= sizeof(uint32_t) && size <= kMaxStructSize;
+}
+
 // `out` holds the defaults on entry and the caller's values on return.
 template <class T>
 ordo_status read_struct(const T* in, T* out, const char* type_name) {
