@@ -20,7 +20,6 @@
 #define _GNU_SOURCE /* clock_gettime, setenv, strtok_r, aligned_alloc in C11 mode */
 #include <ordo/ordo.h>
 #include <stdatomic.h>
-#include <sys/stat.h>
 
 #include "cholesky_common.h"
 
