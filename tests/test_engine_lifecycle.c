@@ -23,17 +23,32 @@ static void sleep_ms(long ms) {
   nanosleep(&ts, NULL);
 }
 
+static ordo_engine* create_engine(const ordo_engine_config* cfg) {
+  ordo_engine* e = NULL;
+  ordo_status s = ordo_engine_create(cfg, &e);
+  cr_assert_eq(s, ORDO_OK, "create kind %d: %s (%s)", (int)cfg->kind, ordo_status_string(s),
+               ordo_last_error_message());
+  cr_assert_not_null(e);
+  return e;
+}
+
 static ordo_engine* make_engine(int32_t kind, int32_t cpu_threads) {
   ordo_engine_config cfg;
   ordo_engine_config_init(&cfg);
   cfg.kind = kind;
   cfg.cpu_threads = cpu_threads;
-  ordo_engine* e = NULL;
-  ordo_status s = ordo_engine_create(&cfg, &e);
-  cr_assert_eq(s, ORDO_OK, "create kind %d: %s (%s)", (int)kind, ordo_status_string(s),
-               ordo_last_error_message());
-  cr_assert_not_null(e);
-  return e;
+  return create_engine(&cfg);
+}
+
+/* A per-device engine with these worker counts (normal, CPU-prioritized, each copy direction). */
+static ordo_engine* make_per_device_engine(int32_t cpu, int32_t priority, int32_t copy) {
+  ordo_engine_config cfg;
+  ordo_engine_config_init(&cfg);
+  cfg.kind = ORDO_ENGINE_PER_DEVICE;
+  cfg.cpu_threads = cpu;
+  cfg.cpu_priority_threads = priority;
+  cfg.copy_threads = copy;
+  return create_engine(&cfg);
 }
 
 static int thread_count(void) {
@@ -238,14 +253,7 @@ Test(engine_lifecycle, push_after_destroy_returns_shutdown) {
  * release. */
 Test(engine_lifecycle, push_after_destroy_starts_no_threads) {
   clear_ordo_env();
-  ordo_engine_config cfg;
-  ordo_engine_config_init(&cfg);
-  cfg.kind = ORDO_ENGINE_PER_DEVICE;
-  cfg.cpu_threads = 2;
-  cfg.cpu_priority_threads = 4;
-  cfg.copy_threads = 4;
-  ordo_engine* e = NULL;
-  cr_assert_eq(ordo_engine_create(&cfg, &e), ORDO_OK);
+  ordo_engine* e = make_per_device_engine(2, 4, 4);
   cr_assert_eq(ordo_engine_retain(e), ORDO_OK);
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
   int before = thread_count();
@@ -373,14 +381,7 @@ Test(engine_lifecycle, get_config_explicit_pooled) {
 
 Test(engine_lifecycle, get_config_explicit_per_device) {
   clear_ordo_env();
-  ordo_engine_config cfg;
-  ordo_engine_config_init(&cfg);
-  cfg.kind = ORDO_ENGINE_PER_DEVICE;
-  cfg.cpu_threads = 3;
-  cfg.cpu_priority_threads = 2;
-  cfg.copy_threads = 2;
-  ordo_engine* e = NULL;
-  cr_assert_eq(ordo_engine_create(&cfg, &e), ORDO_OK);
+  ordo_engine* e = make_per_device_engine(3, 2, 2);
   ordo_engine_config c = get_config(e);
   cr_assert_eq(c.kind, ORDO_ENGINE_PER_DEVICE);
   cr_assert_eq(c.cpu_threads, 3);
