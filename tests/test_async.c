@@ -427,6 +427,72 @@ Test(async, exec_used_outside_its_callback_is_invalid_state) {
   }
 }
 
+/* An exec kept past its callback must stay invalid even when a later op reuses the pooled op
+ * block it pointed to: if it did not, ordo_exec_defer would defer that later, unrelated op (and
+ * nobody would complete it). */
+typedef struct stale_exec {
+  ordo_exec* saved;
+  atomic_int accepted_at; /* index of the first later op that took the stale exec, or -1 */
+  atomic_int accepted_status;
+} stale_exec;
+
+typedef struct stale_exec_use {
+  stale_exec* s;
+  int index;
+} stale_exec_use;
+
+static int32_t save_exec_fn(ordo_exec* exec, void* ud) {
+  ((stale_exec*)ud)->saved = exec;
+  return 0;
+}
+
+static int32_t use_stale_exec_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  stale_exec_use* u = ud;
+  ordo_completion h = 0;
+  ordo_status s = ordo_exec_defer(u->s->saved, &h);
+  ordo_exec_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  ordo_status si = ordo_exec_get_info(u->s->saved, &info);
+  if (s != ORDO_ERR_INVALID_STATE || si != ORDO_ERR_INVALID_STATE) {
+    int none = -1;
+    if (atomic_compare_exchange_strong(&u->s->accepted_at, &none, u->index)) {
+      atomic_store(&u->s->accepted_status, s != ORDO_ERR_INVALID_STATE ? s : si);
+    }
+  }
+  if (s == ORDO_OK) ordo_complete(h, 0, NULL); /* it deferred this op: finish it */
+  return 0;
+}
+
+Test(async, an_exec_kept_past_its_callback_never_matches_a_later_op) {
+  enum { kLater = 3000 }; /* several times an op pool's batch, so blocks are reused */
+  stale_exec_use* uses = calloc(kLater, sizeof *uses);
+  cr_assert_not_null(uses);
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_all_kinds[k]);
+    ordo_var v = new_var(e);
+    stale_exec s;
+    memset(&s, 0, sizeof s);
+    atomic_store(&s.accepted_at, -1);
+    ST(ordo_opr_push(e, save_exec_fn, &s, NULL, 0, &v, 1, NULL), ORDO_OK);
+    ST(ordo_wait_for_var(e, v), ORDO_OK);
+    for (int i = 0; i < kLater; ++i) {
+      uses[i] = (stale_exec_use){&s, i};
+      ST(ordo_opr_push(e, use_stale_exec_fn, &uses[i], NULL, 0, &v, 1, NULL), ORDO_OK);
+      /* Waiting now and then returns blocks to the pool, where later pushes take them again. */
+      if (i % 64 == 63) ST(ordo_wait_for_var_timeout(e, v, TU_MS_NS(5000)), ORDO_OK);
+    }
+    ST(ordo_wait_for_all_timeout(e, TU_MS_NS(10000)), ORDO_OK);
+    cr_assert_eq(atomic_load(&s.accepted_at), -1,
+                 "%s: later op #%d took the stale exec (%s) instead of INVALID_STATE",
+                 tu_kind_name(g_kind), atomic_load(&s.accepted_at),
+                 ordo_status_string(atomic_load(&s.accepted_status)));
+    destroy_engine(e);
+  }
+  free(uses);
+}
+
 /* ------------------------------------------------------------------------------------------- */
 /* ordo_exec_get_info.                                                                         */
 /* ------------------------------------------------------------------------------------------- */

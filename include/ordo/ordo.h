@@ -74,7 +74,9 @@ ORDO_API const char* ordo_version_string(void);
 
 /** An engine. Opaque, reference counted (ordo_engine_retain / ordo_engine_release). */
 typedef struct ordo_engine ordo_engine;
-/** The execution context of a running op. Valid only inside its callback, on its thread. */
+/** The execution context of a running op. Valid only inside its callback, on its thread: an exec
+ *  used anywhere else (kept after the callback returned, passed to another thread, made up) gets
+ *  ORDO_ERR_INVALID_STATE, and never stands for another op. Opaque: not a pointer to read. */
 typedef struct ordo_exec ordo_exec;
 /** A variable handle: 64 bits, generation-checked, tied to one engine. 0 is never valid. */
 typedef uint64_t ordo_var;

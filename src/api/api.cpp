@@ -363,8 +363,8 @@ ORDO_API ordo_status ordo_exec_defer(ordo_exec* exec, ordo_completion* out) {
   return guarded(__func__, [&](const char* api) -> ordo_status {
     if (!exec) return null_arg(api, "exec");
     if (!out) return null_arg(api, "out");
-    OpBlock* op = OpBlock::from_exec(exec);
-    if (op != running_op()) {
+    OpBlock* op = op_of_exec(exec);
+    if (!op) {
       return fail(ORDO_ERR_INVALID_STATE,
                   "ordo_exec_defer: exec is not the op running on this thread (an exec is valid "
                   "only inside its own callback)");
@@ -399,8 +399,8 @@ ORDO_API ordo_status ordo_exec_get_info(const ordo_exec* exec, ordo_exec_info* i
             check_out_struct(api, "info", info->struct_size, "set it to sizeof(ordo_exec_info)")) {
       return s;
     }
-    OpBlock* op = OpBlock::from_exec(exec);
-    if (op != running_op()) {
+    OpBlock* op = op_of_exec(exec);
+    if (!op) {
       return fail(ORDO_ERR_INVALID_STATE,
                   "ordo_exec_get_info: exec is not the op running on this thread");
     }

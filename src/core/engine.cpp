@@ -10,6 +10,7 @@
 #include <new>
 
 #include "core/error_record.h"
+#include "core/exec_token.h"
 #include "core/handle_bits.h"
 #include "core/hot_tls.h"
 #include "core/last_error.h"
@@ -29,8 +30,10 @@ const uint64_t* finite_or_null(const uint64_t* timeout_ns) {
 
 // The worker this thread is (nullptr on other threads).
 ORDO_HOT_TLS Worker* tls_worker = nullptr;
-// The op whose callback is on this thread's stack (exec handles are valid only for it).
+// The op whose callback is on this thread's stack, and the exec token that callback was given
+// (an exec is valid only while it is that token: core/exec_token.h).
 ORDO_HOT_TLS OpBlock* tls_running_op = nullptr;
+ORDO_HOT_TLS uint64_t tls_running_token = 0;
 
 // Engines whose ops (or free_fns) are on this thread's stack: blocking on one of them from here
 // could mean waiting for ourselves.
@@ -126,15 +129,19 @@ void wake_waiter(Waiter* w) {
 // existing (callgrind, workload B: 826 against 808 per op).
 __attribute__((always_inline)) inline ErrorRecord* call_user(OpBlock* op) {
   OpBlock* outer = tls_running_op;
+  uint64_t outer_token = tls_running_token;
+  uint64_t token = next_exec_token();
   tls_running_op = op;
+  tls_running_token = token;
   int32_t code = 0;
   bool threw = false;
   try {
-    code = op->fn(op->as_exec(), op->user_data);
+    code = op->fn(exec_of_token(token), op->user_data);
   } catch (...) {
     threw = true;
   }
   tls_running_op = outer;
+  tls_running_token = outer_token;
   if (op->deferred) return nullptr;
   if (threw) return ErrorRecord::make(ORDO_ERR_OP_FAILED, op->op_name(), "the callback threw");
   return code == 0 ? nullptr : ErrorRecord::make(code, op->op_name(), nullptr);
@@ -163,8 +170,8 @@ uint32_t worker_count(const EngineConfig& cfg) {
 
 }  // namespace
 
-OpBlock* running_op() {
-  return tls_running_op;
+OpBlock* op_of_exec(const ordo_exec* exec) {
+  return tls_running_op && token_of_exec(exec) == tls_running_token ? tls_running_op : nullptr;
 }
 Worker* running_worker() {
   return tls_worker;

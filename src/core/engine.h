@@ -44,9 +44,10 @@ struct OpSpec {
   void* internal = nullptr;
 };
 
-// The op whose callback runs on this thread (exec handles are valid only for it), and the worker
-// this thread is; nullptr when none.
-OpBlock* running_op();
+// The op whose callback runs on this thread when `exec` is the exec that callback was given
+// (nullptr for any other exec: a kept one, another thread's, a made-up one); and the worker this
+// thread is (nullptr when none).
+OpBlock* op_of_exec(const ordo_exec* exec);
 Worker* running_worker();
 
 class Engine {

@@ -116,10 +116,6 @@ struct alignas(64) OpBlock {
     return link_lines()[i / LinkLine::kLinks].link[i % LinkLine::kLinks];
   }
   const char* op_name() const { return has_name ? name : ""; }
-  ordo_exec* as_exec() { return reinterpret_cast<ordo_exec*>(this); }
-  static OpBlock* from_exec(const ordo_exec* e) {
-    return reinterpret_cast<OpBlock*>(const_cast<ordo_exec*>(e));
-  }
 };
 
 // Walks an op's links in order, three to a line, without dividing by three on every step.
