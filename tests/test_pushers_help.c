@@ -469,3 +469,35 @@ Test(pushers_help, internal_ops_never_run_callbacks_on_the_caller) {
   cr_assert_eq(atomic_load(&h.ran), kFillers);
   ST(ordo_engine_destroy(e), ORDO_OK);
 }
+
+/* The window counts the caller's ops, as ordo_engine_stats does: internal ops (clear_error
+ * markers, here, queued behind an op that has not finished) never put a pusher over it. Each
+ * filler is waited for, so at most one of the caller's ops is pending besides the held one; a
+ * pusher that thought itself over the window would run the next filler inside its push. */
+Test(pushers_help, internal_ops_do_not_count_toward_the_window) {
+  g_pusher = pthread_self();
+  ordo_engine* e = make_engine(1);
+  ordo_var v, w;
+  ST(ordo_var_new(e, &v), ORDO_OK);
+  ST(ordo_var_new(e, &w), ORDO_OK);
+  tu_deferred held;
+  tu_deferred_init(&held);
+  ST(ordo_opr_push(e, tu_defer_fn, &held, NULL, 0, &v, 1, NULL), ORDO_OK);
+  ordo_completion c = tu_deferred_wait(&held, 20000);
+  cr_assert_neq(c, 0, "the held op never deferred");
+  for (int i = 0; i < 4 * kMaxPending; ++i) ST(ordo_var_clear_error(e, v), ORDO_OK);
+  help_ctx h;
+  help_ctx_init(&h);
+  for (int i = 0; i < kFillers / 4; ++i) {
+    ST(ordo_opr_push(e, filler_fn, &h, NULL, 0, &w, 1, NULL), ORDO_OK);
+    ST(ordo_wait_for_var(e, w), ORDO_OK);
+  }
+  cr_assert_eq(atomic_load(&h.ran), kFillers / 4);
+  cr_assert_eq(atomic_load(&h.on_pusher), 0,
+               "%d of %d fillers ran inside their push: %d internal ops counted as pending",
+               atomic_load(&h.on_pusher), kFillers / 4, 4 * kMaxPending);
+  ST(ordo_complete(c, 0, NULL), ORDO_OK);
+  ST(ordo_wait_for_all(e), ORDO_OK);
+  expect_all_counted(e, 1 + (uint64_t)kFillers / 4);
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}

@@ -272,3 +272,37 @@ Test(throttle, the_window_holds_for_pushers_past_the_last_lane) {
   pthread_barrier_destroy(&leave);
   ST(ordo_engine_destroy(e), ORDO_OK);
 }
+
+/* Ops slower than the pusher: each takes about 0.5 ms, so 2 workers finish about 4 per ms while
+ * the pusher could push thousands. A throttle wait that gave up after 1 ms whatever happened let
+ * a pusher add max_pending / 8 = 8 ops per ms and the pending count grow without bound (to about
+ * 200 of these 400 ops with a window of 64); one that waits while the count keeps falling holds
+ * the window at every op duration. */
+static int32_t sleep_half_ms(ordo_exec* exec, void* user_data) {
+  (void)exec;
+  tu_sleep_us(500);
+  atomic_fetch_add((atomic_int*)user_data, 1);
+  return 0;
+}
+
+Test(throttle, the_window_holds_for_ops_slower_than_the_pusher) {
+  enum { kOps = 400 };
+  ordo_engine* e = make_engine(kSmall);
+  atomic_int ran;
+  atomic_init(&ran, 0);
+  uint64_t most_pending = 0;
+  for (int i = 0; i < kOps; i++) {
+    ST(ordo_opr_push(e, sleep_half_ms, &ran, NULL, 0, NULL, 0, NULL), ORDO_OK);
+    ordo_stats st;
+    st.struct_size = sizeof st;
+    ST(ordo_engine_stats(e, &st), ORDO_OK);
+    if (st.pending > most_pending) most_pending = st.pending;
+  }
+  ST(ordo_wait_for_all(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&ran), kOps);
+  /* A window and its eighth, with room for a few waits that a stalled machine (a sanitizer, a
+   * preempted worker) ends after 1 ms without a completion: well below what no hold gives. */
+  cr_assert_leq(most_pending, 2 * kSmall, "%llu ops were pending at once with a window of %d",
+                (unsigned long long)most_pending, kSmall);
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}

@@ -193,14 +193,18 @@ typedef struct ordo_engine_config {
                                    ORDO_CPU_PRIORITY_THREADS; default 1 */
   int32_t copy_threads;         /**< per_device: workers for each copy direction; env
                                    ORDO_COPY_THREADS; default 1 */
-  int32_t max_pending;    /**< submission throttle: when more ops than this are pending, a push
+  int32_t max_pending;    /**< submission throttle: when more of the caller's ops than this
+                             are pending (as ordo_stats.pending counts them: the internal ops of
+                             var deletes, clear_error and waits do not count), a push
                              (ordo_opr_push, ordo_opr_push_prepared) from a thread that is not
-                             running an op of this engine waits until
-                             half of them are done, for at most about 1 ms per push (so it never
-                             deadlocks), keeping memory and caches bounded (StarPU's
-                             STARPU_LIMIT_MAX_SUBMITTED_TASKS does the same). Each pushing
-                             thread looks every max_pending / 8 pushes (at most 256), so one
-                             pusher overshoots the window by at most an eighth; env
+                             running an op of this engine waits until half of them are done,
+                             keeping memory and caches bounded (StarPU's
+                             STARPU_LIMIT_MAX_SUBMITTED_TASKS does the same). It waits as long
+                             as the pending count keeps falling, and gives up after about 1 ms in
+                             which it did not (so an op that waits for the pusher never
+                             deadlocks it; the window is then overrun by what the pusher adds).
+                             Each pushing thread looks every max_pending / 8 pushes (at most
+                             256), so one pusher overshoots the window by at most an eighth; env
                              ORDO_MAX_PENDING; default 8192; -1 = no throttle; otherwise at
                              least 64 (smaller values are INVALID_ARGUMENT) */
   uint32_t flags;         /**< ORDO_ENGINE_FLAG_* bits; others must be 0 */
@@ -400,9 +404,9 @@ static inline void ordo_push_opts_init(ordo_push_opts* opts) {
  * Ownership: user_data stays the caller's; free_fn (if given) releases it after the op finished.
  * On failure nothing was pushed and free_fn is not called.
  * Flow control: from a thread that is not running an op of this engine, a push made while more
- * than ordo_engine_config.max_pending ops are pending waits (at most about 1 ms) for the workers
- * to catch up, after the op has been pushed; with ORDO_ENGINE_FLAG_PUSHERS_HELP it first runs
- * ready ops on the calling thread.
+ * than ordo_engine_config.max_pending ops are pending waits for the workers to catch up (while
+ * the count falls; at most about 1 ms once it stops falling), after the op has been pushed; with
+ * ORDO_ENGINE_FLAG_PUSHERS_HELP it first runs ready ops on the calling thread.
  * Errors: INVALID_ARGUMENT (e or fn NULL, NULL array with non-zero count, bad opts field, more
  * than 65,535 distinct vars), INVALID_HANDLE (any var 0, stale, deleted or foreign),
  * UNSUPPORTED (opts tail or next),

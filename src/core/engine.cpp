@@ -394,21 +394,35 @@ void Engine::throttle(PushLane* lane) {
   wait_for_window(low);
 }
 
-// Sleeps until at most `low` ops are pending, or about 1 ms has passed.
+// Sleeps until at most `low` of the caller's ops are pending, or until about 1 ms has passed
+// in which that count did not fall. While it falls the pusher keeps waiting, so ops slower than
+// the pusher (say 1 ms each) cannot grow the window without bound; when it stalls, an op may be
+// waiting for this very thread to do something after its push, so the wait gives up rather than
+// deadlock. (It is the count that must fall, not merely ops that complete: ops other threads
+// keep pushing and completing would otherwise hold this pusher for as long as they come.)
 void Engine::wait_for_window(int64_t low) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
+  constexpr auto kStallLimit = std::chrono::milliseconds(1);
+  auto deadline = std::chrono::steady_clock::now() + kStallLimit;
+  int64_t pending_before = INT64_MAX;
   for (;;) {
     uint32_t key = throttle_wake_.prepare_wait();
     std::atomic_thread_fence(std::memory_order_seq_cst);  // as in wait_idle
-    if (pending_now() <= low) {
+    const int64_t pending = user_pending_now();
+    if (pending <= low) {
       throttle_wake_.cancel_wait();
       return;
     }
-    auto left = deadline - std::chrono::steady_clock::now();
-    if (left <= std::chrono::nanoseconds(0)) {
-      throttle_wake_.cancel_wait();
-      return;
+    if (pending_before == INT64_MAX) pending_before = pending;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      if (pending >= pending_before) {
+        throttle_wake_.cancel_wait();
+        return;
+      }
+      pending_before = pending;
+      deadline = now + kStallLimit;
     }
+    auto left = deadline - now;
     throttle_wake_.wait_for(
         key,
         static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(left).count()));
@@ -446,7 +460,7 @@ bool Engine::help_while_throttled(PushLane* lane, int64_t low) {
   bool done = false;
   as_helper(lane, [&] {
     for (int64_t n = 0;; ++n) {
-      if (n % check_every == 0 && pending_now() <= low) {
+      if (n % check_every == 0 && user_pending_now() <= low) {
         done = true;
         return;
       }
@@ -546,7 +560,7 @@ ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef
 // counts completions on a lane of its own; a full window makes them wait like any pusher.
 void Engine::check_throttle(PushLane* lane, bool shared) {
   if (cfg_.max_pending <= 0 || called_from_inside()) return;
-  const int64_t pending = pending_now();
+  const int64_t pending = user_pending_now();
   if (shared) {
     if (pending > cfg_.max_pending) wait_for_window(throttle_low());
     return;
@@ -577,6 +591,18 @@ int64_t Engine::pending_now() const {
   const uint32_t n = lanes_in_use();
   for (uint32_t i = 0; i < n; ++i) pushed += lanes_[i].pushed.load(std::memory_order_acquire);
   return pushed - done;
+}
+
+// The caller's ops among those pending: what the window (max_pending) and ordo_engine_stats
+// count. Internal ops (var deletes, clear_error, waits' markers, and a timed-out wait's marker
+// left behind an op that has not finished) are not the caller's pushes and hold no push back.
+// The internal completions are read before the pending count and the internal pushes after it,
+// so an internal op in flight meanwhile is never taken away twice.
+int64_t Engine::user_pending_now() const {
+  const int64_t internal_done = internal_completed_.load(std::memory_order_seq_cst);
+  const int64_t pending = pending_now();
+  const int64_t internal_pushed = internal_pushed_.load(std::memory_order_seq_cst);
+  return std::max<int64_t>(0, pending - (internal_pushed - internal_done));
 }
 
 void Engine::fill(OpBlock* op, const OpSpec& spec, WorkerGroup* group) {
@@ -1013,9 +1039,8 @@ void Engine::announce_completions() {
   // these loads on each side, of two announcers racing on the last completions at least one
   // sees both counts, so the wake that makes a waiter's condition true is never skipped.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  const int64_t pending = pending_now();
-  if (throttled && pending <= throttle_low()) throttle_wake_.notify_all();
-  if (idle_waited && pending == 0) {
+  if (throttled && user_pending_now() <= throttle_low()) throttle_wake_.notify_all();
+  if (idle_waited && pending_now() == 0) {
     std::lock_guard<std::mutex> g(idle_mutex_);
     idle_cv_.notify_all();
   }
