@@ -504,7 +504,9 @@ ORDO_API ordo_status ordo_exec_get_info(const ordo_exec* exec, ordo_exec_info* i
  */
 ORDO_API ordo_status ordo_wait_for_var(ordo_engine* e, ordo_var v);
 /** As ordo_wait_for_var, giving up after timeout_ns nanoseconds with ORDO_ERR_TIMEOUT. Results
- *  are unaffected; the abandoned wait's marker stays ordered on v (as described above) until the
+ *  are unaffected. A timeout of 0 is a poll: it looks at v and returns (OK, OP_FAILED or
+ *  TIMEOUT), leaving nothing behind, allocating nothing and never sleeping. Any other timeout
+ *  that expires leaves the abandoned wait's marker ordered on v (as described above) until the
  *  ops before it finish. A timeout above 2^60 ns (about 36 years) means no timeout. */
 ORDO_API ordo_status ordo_wait_for_var_timeout(ordo_engine* e, ordo_var v, uint64_t timeout_ns);
 
@@ -518,7 +520,8 @@ ORDO_API ordo_status ordo_wait_for_var_timeout(ordo_engine* e, ordo_var v, uint6
  */
 ORDO_API ordo_status ordo_wait_for_all(ordo_engine* e);
 /** As ordo_wait_for_all, giving up after timeout_ns with ORDO_ERR_TIMEOUT (the failure record
- *  is then kept for the next wait). A timeout above 2^60 ns means no timeout. */
+ *  is then kept for the next wait). A timeout of 0 is a poll that never sleeps. A timeout above
+ *  2^60 ns means no timeout. */
 ORDO_API ordo_status ordo_wait_for_all_timeout(ordo_engine* e, uint64_t timeout_ns);
 
 #ifdef __cplusplus

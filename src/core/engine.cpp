@@ -1121,6 +1121,12 @@ ordo_status Engine::write_trace(const char* path) const {
 
 ordo_status Engine::wait_idle(const uint64_t* timeout_ns) {
   timeout_ns = finite_or_null(timeout_ns);
+  if (timeout_ns && *timeout_ns == 0) {  // a poll: look, never sleep (no futex, no timer)
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (pending_now() != 0) return ORDO_ERR_TIMEOUT;
+    wait_for_releases();
+    return ORDO_OK;
+  }
   idle_waiters_.fetch_add(1, std::memory_order_seq_cst);
   // The waiter's half of a store-buffering handshake with announce_batch (completion count
   // stored, fence, idle_waiters_ loaded): the lane counts are read with acquire loads, which
@@ -1175,19 +1181,37 @@ ordo_status Engine::wait_for_all(const uint64_t* timeout_ns) {
   return s;
 }
 
+// ordo_wait_for_var_timeout(v, 0): looks at the var instead of queueing a marker on it, so a poll
+// leaves nothing behind (a marker that timed out would stay ordered on v like a write, holding
+// back the readers pushed after it), allocates nothing and never sleeps.
+ordo_status Engine::poll_var(ordo_var h) {
+  VarRefs refs;
+  if (ordo_status s = refs.collect(vars_, tag_, nullptr, 0, &h, 1)) return s;
+  VarSlot* v = refs[0].slot;
+  SpinGuard g(v->push_lock);  // as a push: a deleted var is caught here
+  if (!v->named_by(refs[0].gen)) return stale_var(tag_, refs[0]);
+  if (!v->idle()) {
+    return fail(ORDO_ERR_TIMEOUT, "ordo_wait_for_var: timed out; ops on the var are still pending");
+  }
+  SpinGuard e(v->error_lock);
+  if (ErrorRecord* err = v->current_error()) return fail(ORDO_ERR_OP_FAILED, "%s", err->text);
+  return ORDO_OK;
+}
+
 ordo_status Engine::wait_for_var(ordo_var v, const uint64_t* timeout_ns) {
   if (called_from_inside()) {
     return fail(ORDO_ERR_WOULD_DEADLOCK,
                 "ordo_wait_for_var called from inside an op of the same engine could wait for "
                 "itself; push a follow-up op that reads the var instead");
   }
+  timeout_ns = finite_or_null(timeout_ns);
+  if (timeout_ns && *timeout_ns == 0) return poll_var(v);
   auto* w = new Waiter();
   // Ordered like a write, so it also waits for earlier readers (a read would overlap them).
   if (ordo_status s = push_internal(OpKind::kWaitSignal, v, true, w)) {
     delete w;
     return s;
   }
-  timeout_ns = finite_or_null(timeout_ns);
   bool done;
   {
     std::unique_lock<std::mutex> lock(w->mutex);

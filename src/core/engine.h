@@ -121,6 +121,7 @@ class Engine {
   bool run_on_pusher(OpBlock* op, PushLane* lane);
   void check_throttle(PushLane* lane, bool shared);
   int64_t pending_now() const;
+  ordo_status poll_var(ordo_var h);
   int64_t user_pending_now() const;
   // A throttled pusher waits until at most this many ops are pending.
   int64_t throttle_low() const { return cfg_.max_pending / 2; }

@@ -125,6 +125,9 @@ struct alignas(64) VarSlot {
     }
   }
 
+  // Nothing active and nothing waiting: every access pushed so far has completed (and set the
+  // error it leaves, which it does before releasing).
+  bool idle() const { return (word.load(std::memory_order_acquire) & kModeMask) == kIdle; }
   ErrorRecord* current_error() const { return error.load(std::memory_order_acquire); }
   // Replaces the error (taking a reference to r, which may be nullptr). Caller holds a write
   // grant, so no op reads it meanwhile; error_lock orders it with ordo_var_get_error.
