@@ -47,26 +47,32 @@ static int32_t op_noop(ordo_exec* x, void* ud) {
   return 0;
 }
 
-/* Every call that must report SHUTDOWN on an engine whose destroy has run. */
+/* Every call that must report SHUTDOWN on an engine whose destroy has run, with a message that
+ * names the call (not "nothing was pushed" for a wait or a delete). */
+#define EXPECT_SHUTDOWN(call, api)                                                            \
+  do {                                                                                        \
+    ordo_status st_ = (call);                                                                 \
+    cr_assert_eq(st_, ORDO_ERR_SHUTDOWN, "%s: %s -> %s", when, api, ordo_status_string(st_)); \
+    cr_assert(strstr(ordo_last_error_message(), api) != NULL, "%s: %s said '%s'", when, api,  \
+              ordo_last_error_message());                                                     \
+  } while (0)
+
 static void check_all_shutdown(ordo_engine* e, ordo_var v, const char* when) {
   atomic_int counter = 0;
   ordo_var w = 0;
-  cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, NULL, 0, NULL), ORDO_ERR_SHUTDOWN,
-               "%s: push", when);
-  cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, &v, 1, NULL), ORDO_ERR_SHUTDOWN,
-               "%s: push on var", when);
-  cr_assert_eq(ordo_var_new(e, &w), ORDO_ERR_SHUTDOWN, "%s: var_new", when);
-  cr_assert_eq(ordo_wait_for_var(e, v), ORDO_ERR_SHUTDOWN, "%s: wait_for_var", when);
-  cr_assert_eq(ordo_wait_for_var_timeout(e, v, 1000000), ORDO_ERR_SHUTDOWN,
-               "%s: wait_for_var_timeout", when);
-  cr_assert_eq(ordo_wait_for_all(e), ORDO_ERR_SHUTDOWN, "%s: wait_for_all", when);
-  cr_assert_eq(ordo_wait_for_all_timeout(e, 1000000), ORDO_ERR_SHUTDOWN, "%s: wait_for_all_timeout",
-               when);
-  cr_assert_eq(ordo_var_clear_error(e, v), ORDO_ERR_SHUTDOWN, "%s: clear_error", when);
-  cr_assert_eq(ordo_var_delete(e, v), ORDO_ERR_SHUTDOWN, "%s: var_delete", when);
+  EXPECT_SHUTDOWN(ordo_opr_push(e, op_inc, &counter, NULL, 0, NULL, 0, NULL), "ordo_opr_push");
+  EXPECT_SHUTDOWN(ordo_opr_push(e, op_inc, &counter, NULL, 0, &v, 1, NULL), "ordo_opr_push");
+  EXPECT_SHUTDOWN(ordo_var_new(e, &w), "ordo_var_new");
+  EXPECT_SHUTDOWN(ordo_wait_for_var(e, v), "ordo_wait_for_var");
+  EXPECT_SHUTDOWN(ordo_wait_for_var_timeout(e, v, 1000000), "ordo_wait_for_var");
+  EXPECT_SHUTDOWN(ordo_wait_for_var_timeout(e, v, 0), "ordo_wait_for_var");
+  EXPECT_SHUTDOWN(ordo_wait_for_all(e), "ordo_wait_for_all");
+  EXPECT_SHUTDOWN(ordo_wait_for_all_timeout(e, 1000000), "ordo_wait_for_all");
+  EXPECT_SHUTDOWN(ordo_wait_for_all_timeout(e, 0), "ordo_wait_for_all");
+  EXPECT_SHUTDOWN(ordo_var_clear_error(e, v), "ordo_var_clear_error");
+  EXPECT_SHUTDOWN(ordo_var_delete(e, v), "ordo_var_delete");
   ordo_opr p = 0;
-  cr_assert_eq(ordo_opr_new(e, op_noop, NULL, NULL, 0, NULL, 0, NULL, &p), ORDO_ERR_SHUTDOWN,
-               "%s: opr_new", when);
+  EXPECT_SHUTDOWN(ordo_opr_new(e, op_noop, NULL, NULL, 0, NULL, 0, NULL, &p), "ordo_opr_new");
   cr_assert_eq(atomic_load(&counter), 0, "%s: an op ran after destroy", when);
 }
 

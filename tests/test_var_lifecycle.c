@@ -333,3 +333,32 @@ Test(var_lifecycle, vars_of_a_destroyed_engine) {
   }
   cr_assert_eq(ordo_engine_destroy(b), ORDO_OK);
 }
+
+/* A handle that was never issued (the next index of a chunk in use, or a live var's slot at a
+ * generation it has not reached) is made up, not a deleted variable: the message must not send
+ * its caller looking for a delete that never happened. A deleted var's handle still says so.
+ * (Handle layout, for building the made-up ones: index in bits 0-23, generation from bit 24.) */
+static void expect_invalid_saying(ordo_engine* e, ordo_var h, const char* says, const char* what) {
+  int32_t code = 0;
+  ordo_status s = ordo_var_get_error(e, h, &code, NULL, 0);
+  cr_assert_eq(s, ORDO_ERR_INVALID_HANDLE, "%s: %s", what, ordo_status_string(s));
+  cr_assert(strstr(ordo_last_error_message(), says) != NULL, "%s: the message was '%s'", what,
+            ordo_last_error_message());
+  s = ordo_opr_push(e, op_noop, NULL, NULL, 0, &h, 1, NULL);
+  cr_assert_eq(s, ORDO_ERR_INVALID_HANDLE, "%s (push): %s", what, ordo_status_string(s));
+  cr_assert(strstr(ordo_last_error_message(), says) != NULL, "%s (push): the message was '%s'",
+            what, ordo_last_error_message());
+}
+
+Test(var_lifecycle, made_up_handles_are_not_reported_as_deleted) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_POOLED);
+  ordo_var v = 0, gone = 0;
+  cr_assert_eq(ordo_var_new(e, &v), ORDO_OK);
+  cr_assert_eq(ordo_var_new(e, &gone), ORDO_OK);
+  cr_assert_eq(ordo_var_delete(e, gone), ORDO_OK);
+  expect_invalid_saying(e, gone, "deleted", "a deleted var");
+  expect_invalid_saying(e, v + 5, "made up", "an index never handed out");
+  expect_invalid_saying(e, v + ((ordo_var)1 << 24), "made up", "a generation not reached yet");
+  cr_assert_eq(ordo_wait_for_var(e, v), ORDO_OK, "the real var is untouched");
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+}

@@ -315,7 +315,7 @@ ORDO_API ordo_status ordo_device_count(int32_t* out);
 /* Variables                                                                                   */
 /* ------------------------------------------------------------------------------------------- */
 
-/** Creates a variable. Errors: INVALID_ARGUMENT, SHUTDOWN, NO_MEMORY (16,777,215 vars alive). */
+/** Creates a variable. Errors: INVALID_ARGUMENT, SHUTDOWN, NO_MEMORY (16,777,216 vars alive). */
 ORDO_API ordo_status ordo_var_new(ordo_engine* e, ordo_var* out);
 
 /**

@@ -157,6 +157,23 @@ int64_t throttle_check_interval(int32_t max_pending) {
              : std::max<int64_t>(1, std::min<int64_t>(kThrottleCheckMax, max_pending / 8));
 }
 
+// The API call whose push this is, for messages: an internal op is a var delete, a clear or a
+// wait, and a message about a push would puzzle its caller.
+const char* api_of(OpKind kind) {
+  switch (kind) {
+    case OpKind::kUser:
+      return "ordo_opr_push";
+    case OpKind::kPrepared:
+      return "ordo_opr_push_prepared";
+    case OpKind::kWaitSignal:
+      return "ordo_wait_for_var";
+    case OpKind::kClearError:
+      return "ordo_var_clear_error";
+    case OpKind::kDeleteVar:
+      return "ordo_var_delete";
+  }
+  return "ordo";
+}
 uint64_t new_engine_uid() {
   static std::atomic<uint64_t> next{1};
   return next.fetch_add(1, std::memory_order_relaxed);
@@ -320,7 +337,8 @@ ordo_status Engine::var_get_error(ordo_var h, int32_t* code, char* buf, size_t c
 // ---------------------------------------------------------------------------------------------
 // Pushing
 
-ordo_status Engine::route(int32_t prop, int32_t device_type, int32_t device_id, WorkerGroup** out) {
+ordo_status Engine::route(const char* api, int32_t prop, int32_t device_type, int32_t device_id,
+                          WorkerGroup** out) {
   // Nearly every push: a normal CPU op on a started group (or inline, for the naive kind).
   if (prop == ORDO_PROP_NORMAL && device_type == ORDO_DEVICE_CPU && device_id == 0) {
     WorkerGroup* g = route_[ORDO_PROP_NORMAL];
@@ -350,7 +368,7 @@ ordo_status Engine::route(int32_t prop, int32_t device_type, int32_t device_id, 
   // A group's first op starts its threads; once destroy has stopped the group it refuses, since
   // nothing would join threads started then before the last release.
   ordo_status st = *out ? (*out)->ensure_started() : ORDO_OK;
-  if (st == ORDO_ERR_SHUTDOWN) return refuse_push(st);
+  if (st == ORDO_ERR_SHUTDOWN) return refuse_push(st, api);
   if (st != ORDO_OK) {
     return fail(ORDO_ERR_NO_MEMORY, "could not start worker threads for ordo_push_opts.prop=%d",
                 static_cast<int>(prop));
@@ -361,7 +379,8 @@ ordo_status Engine::route(int32_t prop, int32_t device_type, int32_t device_id, 
 ordo_status Engine::push(const OpSpec& spec, const ordo_var* const_vars, size_t num_const,
                          const ordo_var* mutable_vars, size_t num_mutable) {
   WorkerGroup* group;
-  if (ordo_status s = route(spec.prop, spec.device_type, spec.device_id, &group)) return s;
+  if (ordo_status s = route(api_of(spec.kind), spec.prop, spec.device_type, spec.device_id, &group))
+    return s;
   VarRefs refs;
   if (ordo_status s = refs.collect(vars_, tag_, const_vars, num_const, mutable_vars, num_mutable)) {
     return s;
@@ -487,12 +506,15 @@ bool Engine::run_on_pusher(OpBlock* op, PushLane* lane) {
   return true;
 }
 
-// Records why a push was refused (nothing was pushed) and returns `status`.
-ordo_status Engine::refuse_push(ordo_status status) {
+// Records why `api`'s push was refused (nothing was pushed or done) and returns `status`.
+ordo_status Engine::refuse_push(ordo_status status, const char* api) {
   if (status == ORDO_ERR_SHUTDOWN) {
-    return fail(status, "the engine is shutting down: nothing was pushed");
+    return fail(status,
+                "%s: the engine is shutting down (ordo_engine_destroy was called); "
+                "nothing was done",
+                api);
   }
-  return fail(status, "out of memory for a new op: nothing was pushed");
+  return fail(status, "%s: out of memory for a new op; nothing was done", api);
 }
 
 // `refs` come from VarRefs::collect (merged, at most OpBlock::kMaxLinks; sorted by slot
@@ -500,7 +522,9 @@ ordo_status Engine::refuse_push(ordo_status status) {
 ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n) {
   // Once shutdown has begun, refuse without counting: a push rejected after counting is pending
   // for a moment, and a pusher that keeps pushing could keep the drain from ever seeing none.
-  if (shutting_down_.load(std::memory_order_relaxed)) return refuse_push(ORDO_ERR_SHUTDOWN);
+  if (shutting_down_.load(std::memory_order_relaxed)) {
+    return refuse_push(ORDO_ERR_SHUTDOWN, api_of(spec.kind));
+  }
   Worker* self = current_worker();
   PushLane* lane = self ? self->lane : claim_lane(this);
   const bool shared = lane == nullptr;
@@ -528,7 +552,8 @@ ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef
     // orders the uncount before announce_completions() looks for waiters.
     std::atomic_thread_fence(std::memory_order_seq_cst);
     announce_completions();
-    return refuse_push(status);  // the message after the count is back: keep the window short
+    // The message after the count is back: keep the window short.
+    return refuse_push(status, api_of(spec.kind));
   }
   // Counted here, under the shared lane's lock when the lane is shared. Only the caller's own
   // pushes are throttled: the internal ops of ordo_var_delete, ordo_var_clear_error and
@@ -644,8 +669,9 @@ ordo_status Engine::enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* r
   lock_all(refs, n);
   for (size_t i = 0; i < n; ++i) {
     if (!refs[i].slot->named_by(refs[i].gen)) {
+      ordo_status s = stale_var(tag_, refs[i]);  // reads the generation: under the lock
       unlock_all(refs, n);
-      return stale_var(tag_, refs[i]);
+      return s;
     }
   }
   // The counter starts at n. Workers decrement it for accesses that wait; the pusher subtracts
@@ -685,7 +711,8 @@ ordo_status Engine::enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* r
 ordo_status Engine::prepared_new(const OpSpec& spec, const ordo_var* const_vars, size_t num_const,
                                  const ordo_var* mutable_vars, size_t num_mutable, ordo_opr* out) {
   WorkerGroup* group;
-  if (ordo_status s = route(spec.prop, spec.device_type, spec.device_id, &group)) return s;
+  if (ordo_status s = route("ordo_opr_new", spec.prop, spec.device_type, spec.device_id, &group))
+    return s;
   VarRefs refs;
   if (ordo_status s = refs.collect(vars_, tag_, const_vars, num_const, mutable_vars, num_mutable)) {
     return s;
@@ -1185,6 +1212,8 @@ ordo_status Engine::wait_for_all(const uint64_t* timeout_ns) {
 // leaves nothing behind (a marker that timed out would stay ordered on v like a write, holding
 // back the readers pushed after it), allocates nothing and never sleeps.
 ordo_status Engine::poll_var(ordo_var h) {
+  // As a wait that queues a marker: refused once destroy has begun.
+  if (shutting_down()) return refuse_push(ORDO_ERR_SHUTDOWN, "ordo_wait_for_var");
   VarRefs refs;
   if (ordo_status s = refs.collect(vars_, tag_, nullptr, 0, &h, 1)) return s;
   VarSlot* v = refs[0].slot;

@@ -81,7 +81,9 @@ class Engine {
   // --- ops ---
   // Checks the op's placement (property, device) and returns the group that runs it (nullptr:
   // inline), starting its threads if needed.
-  ordo_status route(int32_t prop, int32_t device_type, int32_t device_id, WorkerGroup** out);
+  // `api` names the caller's function in the message of a refusal.
+  ordo_status route(const char* api, int32_t prop, int32_t device_type, int32_t device_id,
+                    WorkerGroup** out);
   ordo_status push(const OpSpec& spec, const ordo_var* const_vars, size_t num_const,
                    const ordo_var* mutable_vars, size_t num_mutable);
   ordo_status prepared_new(const OpSpec& spec, const ordo_var* const_vars, size_t num_const,
@@ -128,7 +130,7 @@ class Engine {
   int64_t completed_now() const;
   void add_completed(int64_t n);
   void announce_completions();
-  ordo_status refuse_push(ordo_status status);
+  ordo_status refuse_push(ordo_status status, const char* api);
   void wait_for_releases() const;
   void begin_release(PushLane* lane);
   void end_release(PushLane* lane);

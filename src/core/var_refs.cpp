@@ -96,6 +96,13 @@ ordo_status VarRefs::sort_and_merge() {
 
 ordo_status stale_var(uint32_t engine_tag, const VarRef& r) {
   uint64_t handle = HandleBits::encode(engine_tag, HandleKind::kVar, r.gen, r.slot->index);
+  // A slot's generation only grows (a delete bumps it; 0 = retired after the last one), and the
+  // generation a free slot is at has never been handed out: a handle at or past it is made up.
+  const uint32_t now = r.slot->gen;
+  if (now != 0 && r.gen >= now) {
+    return fail(ORDO_ERR_INVALID_HANDLE,
+                "var handle 0x%016" PRIx64 " names no variable of this engine (made up)", handle);
+  }
   return fail(ORDO_ERR_INVALID_HANDLE,
               "var handle 0x%016" PRIx64 " is stale: the variable was deleted", handle);
 }

@@ -119,7 +119,8 @@ class VarRefs {
   std::vector<VarRef> heap_;
 };
 
-// The error for a var whose generation no longer matches its handle (it was deleted).
+// The error for a handle that names no live var of its slot: deleted, or never issued (made
+// up). Call it with the slot's push lock held: it reads the slot's generation.
 ordo_status stale_var(uint32_t engine_tag, const VarRef& r);
 
 // Sorts refs by slot address (the one lock order every pusher follows).
