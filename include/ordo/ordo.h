@@ -255,8 +255,9 @@ ORDO_API ordo_status ordo_engine_create(const ordo_engine_config* cfg, ordo_engi
  */
 ORDO_API ordo_status ordo_engine_destroy(ordo_engine* e);
 
-/** Adds a reference. Errors: INVALID_HANDLE when the engine is already freed. Works on an
- *  engine that is shutting down, so bindings can keep its memory alive. */
+/** Adds a reference. Errors: INVALID_HANDLE when the engine is already freed; NO_MEMORY when it
+ *  already holds 2^31 - 1 references, the most it counts (nothing changes). Works on an engine
+ *  that is shutting down, so bindings can keep its memory alive. */
 ORDO_API ordo_status ordo_engine_retain(ordo_engine* e);
 /**
  * Drops a reference. The last one shuts the engine down as ordo_engine_destroy does and frees

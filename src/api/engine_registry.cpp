@@ -122,6 +122,11 @@ ordo_status retain_engine(ordo_engine* e) {
   int32_t r = s->refs.load(std::memory_order_acquire);
   do {
     if (r <= 0) return fail(ORDO_ERR_INVALID_HANDLE, "engine %p has been released", (void*)e);
+    if (r == INT32_MAX) {  // one more would wrap the count negative: the engine would look freed
+      return fail(ORDO_ERR_NO_MEMORY,
+                  "ordo_engine_retain: engine %p already holds %d references, the most it counts",
+                  (void*)e, static_cast<int>(INT32_MAX));
+    }
   } while (!s->refs.compare_exchange_weak(r, r + 1, std::memory_order_acq_rel));
   return ORDO_OK;
 }
