@@ -17,6 +17,8 @@ echo "== C++ exceptions thrown by callbacks and free_fns"
 
 echo "== internal: an op block's completion generations never wrap"
 "$build/tests/ordo_op_generations_test"
+echo "== internal: an engine's reference count never wraps"
+"$build/tests/ordo_engine_refs_test"
 
 echo "== heap allocations on the hot path"
 "$build/tests/ordo_alloc_test"
