@@ -231,3 +231,59 @@ Test(stats, rejected_pushes_are_not_counted) {
     ST(ordo_engine_destroy(e), ORDO_OK);
   }
 }
+
+/* SPEC §9's per-queue depth: ready ops are counted per worker group, at the ORDO_PROP_* whose
+ * ops the group runs. Each group here has one worker, held by a gate op, so what is pushed after
+ * it waits in that group's queue. The pooled kind runs every property on its one group. */
+static ordo_engine* engine_with_one_worker_per_group(int32_t kind) {
+  ordo_engine_config cfg;
+  ordo_engine_config_init(&cfg);
+  cfg.kind = kind;
+  cfg.cpu_threads = 1;
+  cfg.cpu_priority_threads = 1;
+  cfg.copy_threads = 1;
+  ordo_engine* e = NULL;
+  g_kind = kind;
+  ST(ordo_engine_create(&cfg, &e), ORDO_OK);
+  return e;
+}
+
+static void push_with_prop(ordo_engine* e, ordo_fn fn, void* ud, int32_t prop) {
+  ordo_push_opts o;
+  ordo_push_opts_init(&o);
+  o.prop = prop;
+  ST(ordo_opr_push(e, fn, ud, NULL, 0, NULL, 0, &o), ORDO_OK);
+}
+
+Test(stats, ready_ops_are_counted_per_queue) {
+  for (int pooled = 0; pooled < 2; ++pooled) {
+    ordo_engine* e =
+        engine_with_one_worker_per_group(pooled ? ORDO_ENGINE_POOLED : ORDO_ENGINE_PER_DEVICE);
+    const int groups = pooled ? 1 : ORDO_STATS_QUEUES;
+    atomic_int gate[ORDO_STATS_QUEUES][2];
+    for (int p = 0; p < groups; ++p) {
+      atomic_init(&gate[p][0], 0);
+      atomic_init(&gate[p][1], 0);
+      push_with_prop(e, gate_fn, gate[p], p);
+      cr_assert(tu_wait_eq(&gate[p][1], 1, 10000), "%s: the gate of queue %d never started",
+                tu_kind_name(g_kind), p);
+    }
+    /* 1 op of ORDO_PROP_NORMAL, 2 of CPU_PRIORITIZED, 3 of COPY_TO, 4 of COPY_FROM. */
+    for (int p = 0; p < ORDO_STATS_QUEUES; ++p) {
+      for (int i = 0; i <= p; ++i) push_with_prop(e, return_code, (void*)0, p);
+    }
+    ordo_stats s = stats_of(e);
+    cr_assert_eq(s.ready, 10, "%s: %llu ready", tu_kind_name(g_kind), (unsigned long long)s.ready);
+    for (int p = 0; p < ORDO_STATS_QUEUES; ++p) {
+      uint64_t want = pooled ? (p == ORDO_PROP_NORMAL ? 10u : 0u) : (uint64_t)(p + 1);
+      cr_assert_eq(s.queue_ready[p], want, "%s: queue %d has %llu ready, want %llu",
+                   tu_kind_name(g_kind), p, (unsigned long long)s.queue_ready[p],
+                   (unsigned long long)want);
+    }
+    for (int p = 0; p < groups; ++p) atomic_store(&gate[p][0], 1);
+    ST(ordo_wait_for_all(e), ORDO_OK);
+    s = stats_of(e);
+    for (int p = 0; p < ORDO_STATS_QUEUES; ++p) cr_assert_eq(s.queue_ready[p], 0);
+    ST(ordo_engine_destroy(e), ORDO_OK);
+  }
+}

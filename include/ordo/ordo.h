@@ -272,6 +272,9 @@ ORDO_API ordo_status ordo_engine_release(ordo_engine* e);
  *  freed (its last reference released); copy it to keep it longer. */
 ORDO_API ordo_status ordo_engine_get_config(ordo_engine* e, ordo_engine_config* out);
 
+/** Queues counted one by one in ordo_stats.queue_ready: one per ORDO_PROP_* that has workers. */
+#define ORDO_STATS_QUEUES 4
+
 /** Counters of one engine (SPEC §9). Growable: set struct_size before the call. Counts are of
  *  the caller's ops (ordo_opr_push and ordo_opr_push_prepared), not of the internal ops that
  *  var deletes, clear_error and wait_for_var queue. Read one after another while ops run, so a
@@ -287,6 +290,12 @@ typedef struct ordo_stats {
   uint64_t ready;         /**< ops ready to run and waiting for a worker (all queues together) */
   uint64_t trace_records; /**< op records held by the tracer; 0 when tracing is off */
   uint64_t trace_dropped; /**< op records not kept because a worker's buffer was full */
+  uint64_t queue_ready[ORDO_STATS_QUEUES]; /**< `ready`, queue by queue: [p] counts the ops
+                             waiting for the workers that run ORDO_PROP_* p (per_device: CPU,
+                             CPU-prioritized, copy-to and copy-from workers). The pooled kind's
+                             one queue, for every property, is [ORDO_PROP_NORMAL]; naive: all 0.
+                             The last field so far: a caller compiled against a header without
+                             it passes a smaller struct_size and simply does not get it. */
 } ordo_stats;
 
 /** Fills out (up to out->struct_size bytes) with the engine's counters. Thread-safe, lock-free

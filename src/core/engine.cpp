@@ -1125,10 +1125,16 @@ void Engine::stats(ordo_stats* out) const {
   out->skipped = static_cast<uint64_t>(skipped);
   out->workers = 0;
   out->ready = 0;
-  for (const auto& g : groups_) {
+  static_assert(kNumGroups == ORDO_STATS_QUEUES, "a queue_ready entry per worker group");
+  static_assert(kCpu == ORDO_PROP_NORMAL && kCpuPriority == ORDO_PROP_CPU_PRIORITIZED &&
+                    kCopyTo == ORDO_PROP_COPY_TO_DEVICE && kCopyFrom == ORDO_PROP_COPY_FROM_DEVICE,
+                "groups are indexed like the properties they run");
+  for (int i = 0; i < kNumGroups; ++i) {
+    WorkerGroup* g = groups_[i].get();
+    out->queue_ready[i] = g ? g->ready_depth() : 0;
     if (!g) continue;
     out->workers += static_cast<uint32_t>(g->running_threads());
-    out->ready += g->ready_depth();
+    out->ready += out->queue_ready[i];
   }
   out->trace_records = tracer_ ? tracer_->records() : 0;
   out->trace_dropped = tracer_ ? tracer_->dropped() : 0;
