@@ -619,11 +619,20 @@ Test(engine_kinds, bad_env_values_fail_create) {
     const char* name;
     const char* value;
   } cases[] = {
-      {"ORDO_ENGINE", "bogus"},    {"ORDO_ENGINE", "NAIVE!"},
-      {"ORDO_CPU_THREADS", "abc"}, {"ORDO_CPU_THREADS", "-3"},
-      {"ORDO_CPU_THREADS", "3x"},  {"ORDO_CPU_PRIORITY_THREADS", "many"},
-      {"ORDO_COPY_THREADS", "-1"}, {"ORDO_MAX_PENDING", "lots"},
+      {"ORDO_ENGINE", "bogus"},
+      {"ORDO_ENGINE", "NAIVE!"},
+      {"ORDO_CPU_THREADS", "abc"},
+      {"ORDO_CPU_THREADS", "-3"},
+      {"ORDO_CPU_THREADS", "3x"},
+      {"ORDO_CPU_PRIORITY_THREADS", "many"},
+      {"ORDO_COPY_THREADS", "-1"},
+      {"ORDO_MAX_PENDING", "lots"},
       {"ORDO_MAX_PENDING", "-2"},
+      /* blanks and signs: refused on either side alike (strtol alone took leading ones) */
+      {"ORDO_CPU_THREADS", " 2"},
+      {"ORDO_CPU_THREADS", "2 "},
+      {"ORDO_CPU_THREADS", "+2"},
+      {"ORDO_MAX_PENDING", "\t128"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     clear_ordo_env();

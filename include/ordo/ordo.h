@@ -188,7 +188,10 @@ ORDO_API size_t ordo_last_error_copy(char* buf, size_t cap);
 typedef struct ordo_engine_config {
   uint32_t struct_size; /**< sizeof(ordo_engine_config) as the caller compiled it */
   int32_t kind;         /**< ORDO_ENGINE_*; env ORDO_ENGINE=naive|pooled|per_device */
-  int32_t cpu_threads;  /**< CPU workers; env ORDO_CPU_THREADS; default: hardware threads, >= 2 */
+  int32_t cpu_threads;  /**< CPU workers; env ORDO_CPU_THREADS; default: hardware threads, >= 2
+                             (at most 1,024). Each of the three thread counts is 0 (take the
+                             environment's, else the default) or 1 to 1,024; anything else is
+                             INVALID_ARGUMENT */
   int32_t cpu_priority_threads; /**< per_device: workers for ORDO_PROP_CPU_PRIORITIZED ops; env
                                    ORDO_CPU_PRIORITY_THREADS; default 1 */
   int32_t copy_threads;         /**< per_device: workers for each copy direction; env

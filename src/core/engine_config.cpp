@@ -33,8 +33,11 @@ ordo_status parse_kind(const char* s, int32_t* out) {
   return ORDO_OK;
 }
 
-// A whole decimal integer with nothing after it, or false.
+// A whole decimal integer, an optional '-' then digits with nothing before or after them, or
+// false (strtol alone would take leading blanks and a '+', but not trailing blanks).
 bool parse_long(const char* s, long* out) {
+  const char* digits = s[0] == '-' ? s + 1 : s;
+  if (*digits < '0' || *digits > '9') return false;
   char* end = nullptr;
   errno = 0;
   *out = std::strtol(s, &end, 10);
