@@ -866,3 +866,53 @@ Test(misuse, implausible_struct_sizes_are_refused) {
   cr_assert_eq(atomic_load(&g_ran), 0, "a refused push ran");
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
 }
+
+static int32_t op_noop_for_names(ordo_exec* exec, void* ud) {
+  (void)exec;
+  (void)ud;
+  return 0;
+}
+
+/* Every refused call's message starts with the call's name, so that a log line says which call
+ * failed; before, some said only "the engine pointer is NULL" or "cannot write the trace to". */
+static void expect_message_names(ordo_status got, ordo_status want, const char* call) {
+  cr_assert_eq(got, want, "%s: %s, want %s", call, ordo_status_string(got),
+               ordo_status_string(want));
+  const char* m = ordo_last_error_message();
+  cr_assert(strncmp(m, call, strlen(call)) == 0 && m[strlen(call)] == ':',
+            "%s's message does not start with its name: '%s'", call, m);
+}
+
+Test(misuse, every_refused_call_names_itself) {
+  ordo_engine_config c;
+  ordo_engine_config_init(&c);
+  expect_message_names(ordo_engine_get_config(NULL, &c), ORDO_ERR_INVALID_ARGUMENT,
+                       "ordo_engine_get_config");
+  ordo_stats st;
+  st.struct_size = sizeof st;
+  expect_message_names(ordo_engine_stats(NULL, &st), ORDO_ERR_INVALID_ARGUMENT,
+                       "ordo_engine_stats");
+  c.next = &c;
+  ordo_engine* e = NULL;
+  expect_message_names(ordo_engine_create(&c, &e), ORDO_ERR_UNSUPPORTED, "ordo_engine_create");
+  ordo_engine_config_init(&c);
+  c.kind = ORDO_ENGINE_POOLED;
+  c.cpu_threads = 2;
+  cr_assert_eq(ordo_engine_create(&c, &e), ORDO_OK);
+  expect_message_names(ordo_engine_write_trace(e, "/tmp/untraced.json"), ORDO_ERR_INVALID_STATE,
+                       "ordo_engine_write_trace");
+  ordo_push_opts o;
+  ordo_push_opts_init(&o);
+  o.prop = 99;
+  expect_message_names(ordo_opr_push(e, op_noop_for_names, NULL, NULL, 0, NULL, 0, &o),
+                       ORDO_ERR_INVALID_ARGUMENT, "ordo_opr_push");
+  ordo_var v;
+  cr_assert_eq(ordo_var_new(e, &v), ORDO_OK);
+  cr_assert_eq(ordo_var_delete(e, v), ORDO_OK);
+  expect_message_names(ordo_var_delete(e, v), ORDO_ERR_INVALID_HANDLE, "ordo_var_delete");
+  expect_message_names(ordo_wait_for_var_timeout(e, v, 0), ORDO_ERR_INVALID_HANDLE,
+                       "ordo_wait_for_var_timeout");
+  expect_message_names(ordo_engine_release(NULL), ORDO_ERR_INVALID_ARGUMENT, "ordo_engine_release");
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+  expect_message_names(ordo_engine_destroy(e), ORDO_ERR_INVALID_HANDLE, "ordo_engine_destroy");
+}

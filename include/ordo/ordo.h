@@ -131,8 +131,10 @@ typedef void (*ordo_free_fn)(void* user_data);
 ORDO_API const char* ordo_status_string(ordo_status s);
 
 /**
- * The message of the last failed call on this thread; "" if there was none. Never NULL. The
- * pointer stays valid until the next ordo call on this thread. Thread-local: fetch it on the
+ * The message of the last failed call on this thread; "" if there was none. Never NULL. It
+ * starts with the failed call's name ("ordo_var_delete: var handle ... is stale: ..."), except
+ * a wait's ORDO_ERR_OP_FAILED, which is the failed op's own account ("op 'x' failed (code 3)").
+ * The pointer stays valid until the next ordo call on this thread. Thread-local: fetch it on the
  * thread that made the failing call (bindings whose runtime may move between OS threads should
  * use ordo_last_error_copy inside the same native call).
  */

@@ -8,14 +8,42 @@ namespace ordo {
 
 namespace {
 thread_local char tls_message[kLastErrorMax];
+thread_local uint32_t tls_fail_count = 0;
+
+// True when the message starts with "ordo_x:" and ordo_x is `call` or the start of its name
+// (ordo_wait_for_var for ordo_wait_for_var_timeout).
+bool names_the_call(const char* message, const char* call) {
+  const char* colon = std::strchr(message, ':');
+  if (!colon || std::strncmp(message, "ordo_", 5) != 0) return false;
+  const size_t head = static_cast<size_t>(colon - message);
+  return head <= std::strlen(call) && std::strncmp(message, call, head) == 0;
 }
+}  // namespace
 
 ordo_status fail(ordo_status status, const char* fmt, ...) {
+  ++tls_fail_count;
   va_list ap;
   va_start(ap, fmt);
   std::vsnprintf(tls_message, sizeof tls_message, fmt, ap);
   va_end(ap);
   return status;
+}
+
+uint32_t fail_count() {
+  return tls_fail_count;
+}
+
+void name_the_call(const char* call, ordo_status status, uint32_t fail_count_before) {
+  if (status == ORDO_OK) return;
+  if (tls_fail_count == fail_count_before) {  // no message of its own: never leave a stale one
+    fail(status, "%s: %s", call, ordo_status_string(status));
+    return;
+  }
+  // An op's failure (a wait's OP_FAILED) is reported in the op's own words.
+  if (status == ORDO_ERR_OP_FAILED || names_the_call(tls_message, call)) return;
+  char named[kLastErrorMax];
+  std::snprintf(named, sizeof named, "%s: %s", call, tls_message);
+  std::memcpy(tls_message, named, sizeof tls_message);
 }
 
 const char* last_error() {
