@@ -1,5 +1,6 @@
 #include "core/last_error.h"
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -41,9 +42,16 @@ void name_the_call(const char* call, ordo_status status, uint32_t fail_count_bef
   }
   // An op's failure (a wait's OP_FAILED) is reported in the op's own words.
   if (status == ORDO_ERR_OP_FAILED || names_the_call(tls_message, call)) return;
-  char named[kLastErrorMax];
-  std::snprintf(named, sizeof named, "%s: %s", call, tls_message);
-  std::memcpy(tls_message, named, sizeof tls_message);
+  // "call: " in front, moving the message along (its end is cut if it no longer fits).
+  const size_t call_len = std::strlen(call);
+  const size_t prefix = call_len + 2;
+  if (prefix >= kLastErrorMax) return;
+  const size_t kept = std::min(std::strlen(tls_message), kLastErrorMax - 1 - prefix);
+  std::memmove(tls_message + prefix, tls_message, kept);
+  tls_message[prefix + kept] = '\0';
+  std::memcpy(tls_message, call, call_len);
+  tls_message[call_len] = ':';
+  tls_message[call_len + 1] = ' ';
 }
 
 const char* last_error() {
