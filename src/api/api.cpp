@@ -21,10 +21,9 @@ namespace {
 // inside a lambda, __func__ is "operator()".
 template <class F>
 ordo_status guarded(const char* fn_name, F&& body) noexcept {
-  const uint32_t failures_before = fail_count();
   try {
     ordo_status s = body(fn_name);
-    if (s != ORDO_OK) name_the_call(fn_name, s, failures_before);
+    if (__builtin_expect(s != ORDO_OK, 0)) name_the_call(fn_name, s);
     return s;
   } catch (const std::bad_alloc&) {
     return fail(ORDO_ERR_NO_MEMORY, "%s: out of memory", fn_name);

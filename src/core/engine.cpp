@@ -32,8 +32,12 @@ const uint64_t* finite_or_null(const uint64_t* timeout_ns) {
 ORDO_HOT_TLS Worker* tls_worker = nullptr;
 // The op whose callback is on this thread's stack, and the exec token that callback was given
 // (an exec is valid only while it is that token: core/exec_token.h).
-ORDO_HOT_TLS OpBlock* tls_running_op = nullptr;
-ORDO_HOT_TLS uint64_t tls_running_token = 0;
+struct RunningCallback {
+  OpBlock* op;
+  uint64_t token;
+};
+ORDO_HOT_TLS RunningCallback tls_running = {nullptr, 0};
+ORDO_HOT_TLS ExecTokens tls_exec_tokens;
 
 // Engines whose ops (or free_fns) are on this thread's stack: blocking on one of them from here
 // could mean waiting for ourselves.
@@ -128,11 +132,9 @@ void wake_waiter(Waiter* w) {
 // would otherwise make it a call, and the untraced op would pay ~18 instructions for tracing
 // existing (callgrind, workload B: 826 against 808 per op).
 __attribute__((always_inline)) inline ErrorRecord* call_user(OpBlock* op) {
-  OpBlock* outer = tls_running_op;
-  uint64_t outer_token = tls_running_token;
-  uint64_t token = next_exec_token();
-  tls_running_op = op;
-  tls_running_token = token;
+  const RunningCallback outer = tls_running;
+  const uint64_t token = next_exec_token(tls_exec_tokens);
+  tls_running = {op, token};
   int32_t code = 0;
   bool threw = false;
   try {
@@ -140,8 +142,7 @@ __attribute__((always_inline)) inline ErrorRecord* call_user(OpBlock* op) {
   } catch (...) {
     threw = true;
   }
-  tls_running_op = outer;
-  tls_running_token = outer_token;
+  tls_running = outer;
   if (op->deferred) return nullptr;
   if (threw) return ErrorRecord::make(ORDO_ERR_OP_FAILED, op->op_name(), "the callback threw");
   return code == 0 ? nullptr : ErrorRecord::make(code, op->op_name(), nullptr);
@@ -188,7 +189,7 @@ uint32_t worker_count(const EngineConfig& cfg) {
 }  // namespace
 
 OpBlock* op_of_exec(const ordo_exec* exec) {
-  return tls_running_op && token_of_exec(exec) == tls_running_token ? tls_running_op : nullptr;
+  return tls_running.op && token_of_exec(exec) == tls_running.token ? tls_running.op : nullptr;
 }
 Worker* running_worker() {
   return tls_worker;
@@ -337,8 +338,7 @@ ordo_status Engine::var_get_error(ordo_var h, int32_t* code, char* buf, size_t c
 // ---------------------------------------------------------------------------------------------
 // Pushing
 
-ordo_status Engine::route(const char* api, int32_t prop, int32_t device_type, int32_t device_id,
-                          WorkerGroup** out) {
+ordo_status Engine::route(int32_t prop, int32_t device_type, int32_t device_id, WorkerGroup** out) {
   // Nearly every push: a normal CPU op on a started group (or inline, for the naive kind).
   if (prop == ORDO_PROP_NORMAL && device_type == ORDO_DEVICE_CPU && device_id == 0) {
     WorkerGroup* g = route_[ORDO_PROP_NORMAL];
@@ -368,7 +368,12 @@ ordo_status Engine::route(const char* api, int32_t prop, int32_t device_type, in
   // A group's first op starts its threads; once destroy has stopped the group it refuses, since
   // nothing would join threads started then before the last release.
   ordo_status st = *out ? (*out)->ensure_started() : ORDO_OK;
-  if (st == ORDO_ERR_SHUTDOWN) return refuse_push(st, api);
+  // The message names no call: ordo_opr_push and ordo_opr_new come here, and the API layer puts
+  // the caller's name in front (an argument naming it would cost every push).
+  if (st == ORDO_ERR_SHUTDOWN) {
+    return fail(st,
+                "the engine is shutting down (ordo_engine_destroy was called); nothing was done");
+  }
   if (st != ORDO_OK) {
     return fail(ORDO_ERR_NO_MEMORY, "could not start worker threads for ordo_push_opts.prop=%d",
                 static_cast<int>(prop));
@@ -379,8 +384,7 @@ ordo_status Engine::route(const char* api, int32_t prop, int32_t device_type, in
 ordo_status Engine::push(const OpSpec& spec, const ordo_var* const_vars, size_t num_const,
                          const ordo_var* mutable_vars, size_t num_mutable) {
   WorkerGroup* group;
-  if (ordo_status s = route(api_of(spec.kind), spec.prop, spec.device_type, spec.device_id, &group))
-    return s;
+  if (ordo_status s = route(spec.prop, spec.device_type, spec.device_id, &group)) return s;
   VarRefs refs;
   if (ordo_status s = refs.collect(vars_, tag_, const_vars, num_const, mutable_vars, num_mutable)) {
     return s;
@@ -711,8 +715,7 @@ ordo_status Engine::enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* r
 ordo_status Engine::prepared_new(const OpSpec& spec, const ordo_var* const_vars, size_t num_const,
                                  const ordo_var* mutable_vars, size_t num_mutable, ordo_opr* out) {
   WorkerGroup* group;
-  if (ordo_status s = route("ordo_opr_new", spec.prop, spec.device_type, spec.device_id, &group))
-    return s;
+  if (ordo_status s = route(spec.prop, spec.device_type, spec.device_id, &group)) return s;
   VarRefs refs;
   if (ordo_status s = refs.collect(vars_, tag_, const_vars, num_const, mutable_vars, num_mutable)) {
     return s;
@@ -928,7 +931,7 @@ void Engine::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
   end_release(at.lane);
   // A worker keeps one successor for itself, but never while a callback of its own is still on
   // the stack (that callback might wait for the successor to start).
-  Worker* keeper = tls_running_op == nullptr ? self : nullptr;
+  Worker* keeper = tls_running.op == nullptr ? self : nullptr;
   while (ready) {
     OpBlock* r = ready;
     ready = r->next;

@@ -81,9 +81,7 @@ class Engine {
   // --- ops ---
   // Checks the op's placement (property, device) and returns the group that runs it (nullptr:
   // inline), starting its threads if needed.
-  // `api` names the caller's function in the message of a refusal.
-  ordo_status route(const char* api, int32_t prop, int32_t device_type, int32_t device_id,
-                    WorkerGroup** out);
+  ordo_status route(int32_t prop, int32_t device_type, int32_t device_id, WorkerGroup** out);
   ordo_status push(const OpSpec& spec, const ordo_var* const_vars, size_t num_const,
                    const ordo_var* mutable_vars, size_t num_mutable);
   ordo_status prepared_new(const OpSpec& spec, const ordo_var* const_vars, size_t num_const,

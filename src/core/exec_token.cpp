@@ -4,13 +4,12 @@
 
 namespace ordo {
 
-ORDO_HOT_TLS uint64_t tls_exec_token_next = 0;
-ORDO_HOT_TLS uint64_t tls_exec_token_end = 0;
-
 uint64_t take_exec_token_block() {
-  // Block 0 is never handed out, so no token is 0 (a NULL exec).
+  // Block 0 is never handed out, so the low bits of a token are never all 0; 2^31 blocks of 2^32
+  // tokens fit below the top bit, which every token carries.
   static std::atomic<uint64_t> next_block{1};
-  return next_block.fetch_add(1, std::memory_order_relaxed) << 32;
+  const uint64_t block = next_block.fetch_add(1, std::memory_order_relaxed);
+  return (uint64_t{1} << 63) | (block << 32);
 }
 
 }  // namespace ordo

@@ -4,29 +4,37 @@
 // other callback run in the process is ever given (each thread takes them in blocks of 2^32 from
 // one process-wide counter, so taking one is a thread-local increment), and the API accepts an
 // exec only while it is the token of the callback running on the calling thread.
+//
+// Tokens carry the top bit: as addresses they are non-canonical on x86-64 and arm64, so no
+// allocator ever hands such a pointer out. A binding's runtime that checks the pointers it holds
+// (Go's collector throws on a pointer into its heap that names no object) never mistakes one
+// for its own.
 #pragma once
 
 #include <cstdint>
 
-#include "core/hot_tls.h"
 #include "ordo/ordo.h"
 
 namespace ordo {
 
 static_assert(sizeof(void*) == sizeof(uint64_t), "an exec token is carried in a 64-bit pointer");
 
-// The next token of this thread's block, refilling the block when it is spent.
+// A thread's current block of tokens. The caller keeps it in an initial-exec thread_local of its
+// own translation unit: an extern thread_local would cost a TLS-init check on every op.
+struct ExecTokens {
+  uint64_t next = 0;
+  uint64_t end = 0;
+};
+
+// The first token of a fresh block of 2^32.
 uint64_t take_exec_token_block();
 
-extern ORDO_HOT_TLS uint64_t tls_exec_token_next;
-extern ORDO_HOT_TLS uint64_t tls_exec_token_end;
-
-inline uint64_t next_exec_token() {
-  if (__builtin_expect(tls_exec_token_next == tls_exec_token_end, 0)) {
-    tls_exec_token_next = take_exec_token_block();
-    tls_exec_token_end = tls_exec_token_next + (uint64_t{1} << 32);
+inline uint64_t next_exec_token(ExecTokens& t) {
+  if (__builtin_expect(t.next == t.end, 0)) {
+    t.next = take_exec_token_block();
+    t.end = t.next + (uint64_t{1} << 32);
   }
-  return tls_exec_token_next++;
+  return t.next++;
 }
 
 inline ordo_exec* exec_of_token(uint64_t token) {

@@ -9,7 +9,6 @@ namespace ordo {
 
 namespace {
 thread_local char tls_message[kLastErrorMax];
-thread_local uint32_t tls_fail_count = 0;
 
 // True when the message starts with "ordo_x:" and ordo_x is `call` or the start of its name
 // (ordo_wait_for_var for ordo_wait_for_var_timeout).
@@ -22,7 +21,6 @@ bool names_the_call(const char* message, const char* call) {
 }  // namespace
 
 ordo_status fail(ordo_status status, const char* fmt, ...) {
-  ++tls_fail_count;
   va_list ap;
   va_start(ap, fmt);
   std::vsnprintf(tls_message, sizeof tls_message, fmt, ap);
@@ -30,16 +28,8 @@ ordo_status fail(ordo_status status, const char* fmt, ...) {
   return status;
 }
 
-uint32_t fail_count() {
-  return tls_fail_count;
-}
-
-void name_the_call(const char* call, ordo_status status, uint32_t fail_count_before) {
+void name_the_call(const char* call, ordo_status status) {
   if (status == ORDO_OK) return;
-  if (tls_fail_count == fail_count_before) {  // no message of its own: never leave a stale one
-    fail(status, "%s: %s", call, ordo_status_string(status));
-    return;
-  }
   // An op's failure (a wait's OP_FAILED) is reported in the op's own words.
   if (status == ORDO_ERR_OP_FAILED || names_the_call(tls_message, call)) return;
   // "call: " in front, moving the message along (its end is cut if it no longer fits).

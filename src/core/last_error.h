@@ -14,13 +14,10 @@ constexpr size_t kLastErrorMax = 1024;
 // Records a printf-style message for this thread and returns `status`, so error paths read
 // `return fail(ORDO_ERR_X, "...", ...)`.
 ordo_status fail(ordo_status status, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-// How many messages this thread has recorded (to tell whether a call recorded one).
-uint32_t fail_count();
 // Makes the message of a call that returned `status` name the call: an error message that does
-// not start with the call's name gets it in front, and a call that failed without recording a
-// message of its own (since fail_count_before) gets "call: STATUS" instead of a stale message.
-// An op's failure (OP_FAILED) keeps the op's own words.
-void name_the_call(const char* call, ordo_status status, uint32_t fail_count_before);
+// not start with the call's name gets it in front. An op's failure (OP_FAILED) keeps the op's
+// own words. Error paths only: a call that succeeded pays nothing for it.
+void name_the_call(const char* call, ordo_status status);
 const char* last_error();
 size_t copy_last_error(char* buf, size_t cap);
 
