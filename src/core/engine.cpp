@@ -417,15 +417,22 @@ void Engine::throttle(PushLane* lane) {
   wait_for_window(low);
 }
 
-// Sleeps until at most `low` of the caller's ops are pending, or until about 1 ms has passed
-// in which that count did not fall. While it falls the pusher keeps waiting, so ops slower than
-// the pusher (say 1 ms each) cannot grow the window without bound; when it stalls, an op may be
-// waiting for this very thread to do something after its push, so the wait gives up rather than
-// deadlock. (It is the count that must fall, not merely ops that complete: ops other threads
-// keep pushing and completing would otherwise hold this pusher for as long as they come.)
+// Sleeps until at most `low` of the caller's ops are pending, or until the pending count has not
+// fallen for a while: about 4 intervals between completions as throttled pushers have seen them,
+// from 1 ms to 100 ms (ThrottlePace). While it falls the pusher keeps waiting, so ops slower than
+// the pusher cannot grow the window without bound; when it stalls, an op may be waiting for this
+// very thread to do something after its push, so the wait gives up rather than deadlock. (It is
+// the count that must fall, not merely ops that complete: ops other threads keep pushing and
+// completing would otherwise hold this pusher for as long as they come.)
 void Engine::wait_for_window(int64_t low) {
-  constexpr auto kStallLimit = std::chrono::milliseconds(1);
-  auto deadline = std::chrono::steady_clock::now() + kStallLimit;
+  auto now_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  int64_t now = now_ns();
+  pace_.observe(now, completed_now());
+  int64_t deadline = now + pace_.stall_ns();
   int64_t pending_before = INT64_MAX;
   for (;;) {
     uint32_t key = throttle_wake_.prepare_wait();
@@ -436,19 +443,17 @@ void Engine::wait_for_window(int64_t low) {
       return;
     }
     if (pending_before == INT64_MAX) pending_before = pending;
-    const auto now = std::chrono::steady_clock::now();
+    now = now_ns();
     if (now >= deadline) {
+      pace_.observe(now, completed_now());
       if (pending >= pending_before) {
         throttle_wake_.cancel_wait();
         return;
       }
       pending_before = pending;
-      deadline = now + kStallLimit;
+      deadline = now + pace_.stall_ns();
     }
-    auto left = deadline - now;
-    throttle_wake_.wait_for(
-        key,
-        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(left).count()));
+    throttle_wake_.wait_for(key, static_cast<uint64_t>(deadline - now));
   }
 }
 

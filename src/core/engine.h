@@ -13,6 +13,7 @@
 #include "core/op_pool.h"
 #include "core/prepared.h"
 #include "core/push_lane.h"
+#include "core/throttle_pace.h"
 #include "core/var_refs.h"
 #include "core/var_table.h"
 #include "exec/worker_group.h"
@@ -183,6 +184,7 @@ class Engine {
   // Threads that are not workers releasing the vars of an op already counted as completed.
   std::atomic<int32_t> external_releasing_{0};
   EventCount throttle_wake_;  // pushers waiting for pending ops to fall to max_pending / 2
+  ThrottlePace pace_;         // how long a throttled pusher waits for the count to fall
   std::mutex idle_mutex_;
   std::condition_variable idle_cv_;
   std::mutex shutdown_mutex_;
