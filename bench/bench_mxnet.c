@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "bench_common.h"
+#include "bench_pushers.h"
 
 #define BULK_SIZE 15 /* what Gluon uses for imperative bulking */
 #define STENCIL_MAX_WIDTH 256
@@ -215,6 +216,7 @@ typedef struct {
   void** dag_ops;                   /* D: 3 per op, two read, one mutated */
   void* rows[2][STENCIL_MAX_WIDTH]; /* F: double-buffered stencil columns */
   stencil_cell cells[2][STENCIL_MAX_WIDTH];
+  bench_pushers* two; /* E */
 } mx_bench;
 
 static void empty_op(void* run_ctx, void* param) {
@@ -257,41 +259,21 @@ static size_t w_dag(void* ctx, size_t n) {
   return n;
 }
 
-/* E: two pusher threads, released together by a barrier, each on its own half of the vars. */
-typedef struct {
-  const mx_bench* b;
-  void** vars;
-  size_t n;
-  pthread_barrier_t* go;
-} pusher_arg;
-
-static void* pusher(void* p) {
-  pusher_arg* a = p;
-  mx_set_bulk(a->b->bulk); /* thread-local in MXNet */
-  pthread_barrier_wait(a->go);
-  for (size_t i = 0; i < a->n; i++) mx_push(empty_op, NULL, NULL, 0, &a->vars[i], 1);
+/* E: two pusher threads (bench_pushers.h: started before any timing, as for every system),
+ * released together, each on its own half of the vars. */
+static void push_half(void* ctx, int which, size_t half) {
+  const mx_bench* b = ctx;
+  void** vars = b->own + (size_t)which * half;
+  mx_set_bulk(b->bulk); /* thread-local in MXNet */
+  for (size_t i = 0; i < half; i++) mx_push(empty_op, NULL, NULL, 0, &vars[i], 1);
   mx_set_bulk(0); /* flushes this thread's last bulk: WaitForAll only flushes the caller's */
-  return NULL;
 }
 
 static size_t w_two_pushers(void* ctx, size_t n) {
   mx_bench* b = ctx;
-  size_t half = n / 2;
-  pthread_barrier_t go;
-  pthread_barrier_init(&go, NULL, 3);
-  pusher_arg args[2] = {{b, b->own, half, &go}, {b, b->own + half, half, &go}};
-  pthread_t t[2];
-  for (int i = 0; i < 2; i++) {
-    if (pthread_create(&t[i], NULL, pusher, &args[i]) != 0) {
-      fprintf(stderr, "bench_mxnet: pthread_create failed\n");
-      exit(1);
-    }
-  }
-  pthread_barrier_wait(&go);
-  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
-  mx_wait_all(); /* after the joins: everything is pushed and flushed by now */
-  pthread_barrier_destroy(&go);
-  return 2 * half;
+  size_t pushed = bench_pushers_run(b->two, n);
+  mx_wait_all(); /* after both returned: everything is pushed and flushed by now */
+  return pushed;
 }
 
 /* ---- F: the METG stencil ---- */
@@ -428,7 +410,11 @@ static void run_system(mx_bench* b, const bench_args* a) {
   if (bench_wants(a, 'B')) bench_run_workload(b->system, 'B', a, w_chain, b);
   if (bench_wants(a, 'C')) bench_run_workload(b->system, 'C', a, w_fanout, b);
   if (bench_wants(a, 'D')) bench_run_workload(b->system, 'D', a, w_dag, b);
-  if (bench_wants(a, 'E')) bench_run_workload(b->system, 'E', a, w_two_pushers, b);
+  if (bench_wants(a, 'E')) {
+    b->two = bench_pushers_start(push_half, b);
+    bench_run_workload(b->system, 'E', a, w_two_pushers, b);
+    bench_pushers_stop(b->two);
+  }
   if (bench_wants(a, 'F')) bench_metg_sweep(b->system, a->threads, stencil, b);
   mx_set_bulk(0);
 }

@@ -21,6 +21,7 @@
 #include <pthread.h>
 
 #include "bench_common.h"
+#include "bench_pushers.h"
 
 static void die(const char* what, ordo_status s) {
   fprintf(stderr, "bench_ordo: %s: %s (%s)\n", what, ordo_status_string(s),
@@ -48,17 +49,13 @@ static int32_t empty_op(ordo_exec* exec, void* user_data) {
   return 0;
 }
 
-/* E's two pushers live for the whole run, so that no timed repetition pays for creating them:
- * each repetition releases them with one barrier and collects them with another. */
-typedef struct pushers pushers;
-
 /* Everything the workloads need, built before any timing starts. */
 typedef struct {
   ordo_engine* e;
-  ordo_var* own;     /* --ops vars: one per op for A, split in halves for E */
-  ordo_var one;      /* B and C */
-  ordo_var* dag_ops; /* D: per op, two read vars then the mutated one */
-  pushers* two;      /* E */
+  ordo_var* own;      /* --ops vars: one per op for A, split in halves for E */
+  ordo_var one;       /* B and C */
+  ordo_var* dag_ops;  /* D: per op, two read vars then the mutated one */
+  bench_pushers* two; /* E: started before any timing (bench_pushers.h) */
 } bench;
 
 static size_t run_independent(void* ctx, size_t n) {
@@ -101,66 +98,18 @@ static size_t run_dag(void* ctx, size_t n) {
 
 /* ---- E: two pusher threads on disjoint vars ---- */
 
-typedef struct {
-  pushers* p;
-  int which; /* 0 pushes the first half of b->own, 1 the second */
-} pusher_arg;
-
-struct pushers {
-  bench* b;
-  pthread_t thread[2];
-  pusher_arg arg[2];
-  pthread_barrier_t go, done; /* 3 parties each: the two pushers and the timing thread */
-  size_t half;                /* ops per pusher in the current repetition */
-  int quit;
-};
-
-static void* pusher_main(void* arg) {
-  pusher_arg* a = arg;
-  pushers* p = a->p;
-  for (;;) {
-    pthread_barrier_wait(&p->go);
-    if (p->quit) return NULL;
-    const ordo_var* mine = p->b->own + (size_t)a->which * p->half;
-    for (size_t i = 0; i < p->half; i++)
-      CHECK(ordo_opr_push(p->b->e, empty_op, NULL, NULL, 0, &mine[i], 1, NULL));
-    pthread_barrier_wait(&p->done);
-  }
-}
-
-static pushers* pushers_start(bench* b) {
-  pushers* p = xmalloc(sizeof *p);
-  memset(p, 0, sizeof *p);
-  p->b = b;
-  pthread_barrier_init(&p->go, NULL, 3);
-  pthread_barrier_init(&p->done, NULL, 3);
-  for (int i = 0; i < 2; i++) {
-    p->arg[i] = (pusher_arg){p, i};
-    if (pthread_create(&p->thread[i], NULL, pusher_main, &p->arg[i]) != 0) {
-      fprintf(stderr, "bench_ordo: pthread_create failed\n");
-      exit(1);
-    }
-  }
-  return p;
-}
-
-static void pushers_stop(pushers* p) {
-  p->quit = 1; /* published to the pushers by the barrier */
-  pthread_barrier_wait(&p->go);
-  for (int i = 0; i < 2; i++) pthread_join(p->thread[i], NULL);
-  pthread_barrier_destroy(&p->go);
-  pthread_barrier_destroy(&p->done);
-  free(p);
+static void push_half(void* ctx, int which, size_t half) {
+  bench* b = ctx;
+  const ordo_var* mine = b->own + (size_t)which * half;
+  for (size_t i = 0; i < half; i++)
+    CHECK(ordo_opr_push(b->e, empty_op, NULL, NULL, 0, &mine[i], 1, NULL));
 }
 
 static size_t run_two_pushers(void* ctx, size_t n) {
   bench* b = ctx;
-  pushers* p = b->two;
-  p->half = n / 2;
-  pthread_barrier_wait(&p->go);
-  pthread_barrier_wait(&p->done);
+  size_t pushed = bench_pushers_run(b->two, n);
   CHECK(ordo_wait_for_all(b->e)); /* after both finished pushing: nothing is missed */
-  return 2 * p->half;
+  return pushed;
 }
 
 /* ---- F: the METG stencil ----
@@ -312,7 +261,7 @@ int main(int argc, char** argv) {
   b.e = make_engine(kind, help, a.threads, &effective_kind, &effective_help);
   const char* system = system_name(effective_kind, effective_help);
   make_vars(&b, a.ops);
-  b.two = pushers_start(&b);
+  b.two = bench_pushers_start(push_half, &b);
 
   if (bench_wants(&a, 'A')) bench_run_workload(system, 'A', &a, run_independent, &b);
   if (bench_wants(&a, 'B')) bench_run_workload(system, 'B', &a, run_chain, &b);
@@ -321,7 +270,7 @@ int main(int argc, char** argv) {
   if (bench_wants(&a, 'E')) bench_run_workload(system, 'E', &a, run_two_pushers, &b);
   if (bench_wants(&a, 'F')) run_metg(system, b.e, a.threads);
 
-  pushers_stop(b.two);
+  bench_pushers_stop(b.two);
   CHECK(ordo_engine_destroy(b.e)); /* the vars go with the engine */
   free(b.dag_ops);
   free(b.own);

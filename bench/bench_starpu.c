@@ -38,6 +38,7 @@
 #include <starpu.h>
 
 #include "bench_common.h"
+#include "bench_pushers.h"
 #include "starpu_common.h"
 
 /* Not dmda, dm and their kin by default: they rank workers by performance-model estimates, which
@@ -97,6 +98,7 @@ typedef struct {
   uint64_t* cell_data;
   starpu_data_handle_t* cell;
   uint64_t iterations; /* F: the kernel length of the stencil being run */
+  bench_pushers* two;  /* E */
 } sp_bench;
 
 static void check_insert(int ret) {
@@ -150,37 +152,21 @@ static size_t w_dag(void* p, size_t n) {
   return n;
 }
 
-/* E: two application threads submit at once, each its own half of the vars. StarPU accepts
- * submissions from any thread, so this is the same pattern as ordo's two pushers. */
-typedef struct {
-  starpu_data_handle_t* vars;
-  size_t n;
-  pthread_barrier_t* go;
-} pusher_arg;
-
-static void* pusher(void* p) {
-  pusher_arg* a = p;
-  pthread_barrier_wait(a->go);
-  for (size_t i = 0; i < a->n; i++)
-    check_insert(starpu_task_insert(&empty_cl, STARPU_RW, a->vars[i], 0));
-  return NULL;
+/* E: two application threads submit at once, each its own half of the vars (bench_pushers.h:
+ * started before any timing, as for every system). StarPU accepts submissions from any thread,
+ * so this is the same pattern as ordo's two pushers. */
+static void push_half(void* p, int which, size_t half) {
+  sp_bench* b = p;
+  starpu_data_handle_t* vars = b->own + (size_t)which * half;
+  for (size_t i = 0; i < half; i++)
+    check_insert(starpu_task_insert(&empty_cl, STARPU_RW, vars[i], 0));
 }
 
-/* The timed region includes starting the two threads (tens of microseconds, well under 0.1 ns
- * per op at 1M ops); they are released together so both submit at the same time. */
 static size_t w_two_pushers(void* p, size_t n) {
   sp_bench* b = p;
-  size_t half = n / 2;
-  pthread_barrier_t go;
-  pthread_barrier_init(&go, NULL, 2);
-  pusher_arg args[2] = {{b->own, half, &go}, {b->own + half, half, &go}};
-  pthread_t t[2];
-  for (int i = 0; i < 2; i++)
-    if (pthread_create(&t[i], NULL, pusher, &args[i]) != 0) die("pthread_create", EAGAIN);
-  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
-  wait_all(); /* after the joins: both halves are submitted by now */
-  pthread_barrier_destroy(&go);
-  return 2 * half;
+  size_t pushed = bench_pushers_run(b->two, n);
+  wait_all(); /* after both returned: both halves are submitted by now */
+  return pushed;
 }
 
 /* F: one stencil. Cell i of step s lives in row s % 2; the task writing it reads cells i-1, i,
@@ -251,7 +237,11 @@ static void run_scheduler(const char* scheduler, sp_bench* b) {
   if (bench_wants(a, 'B')) bench_run_workload(system, 'B', a, w_chain, b);
   if (bench_wants(a, 'C')) bench_run_workload(system, 'C', a, w_fanout, b);
   if (bench_wants(a, 'D')) bench_run_workload(system, 'D', a, w_dag, b);
-  if (bench_wants(a, 'E')) bench_run_workload(system, 'E', a, w_two_pushers, b);
+  if (bench_wants(a, 'E')) {
+    b->two = bench_pushers_start(push_half, b);
+    bench_run_workload(system, 'E', a, w_two_pushers, b);
+    bench_pushers_stop(b->two);
+  }
   if (bench_wants(a, 'F')) bench_metg_sweep(system, a->threads, sp_stencil, b);
 
   if (need_own) unregister_vars(b->own, a->ops);

@@ -42,10 +42,10 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "bench_common.h"
+#include "bench_pushers.h"
 
 namespace flow = tbb::flow;
 using op_node = flow::continue_node<flow::continue_msg>;
@@ -170,7 +170,9 @@ struct tbb_bench {
   /* The current workload's programs by op count (the list of vars per op: what a caller hands
    * ordo), made before timing. */
   std::map<size_t, program> programs;
-  std::vector<uint64_t> cells; /* F: where each task leaves its kernel's result */
+  std::vector<uint64_t> cells;  /* F: where each task leaves its kernel's result */
+  bench_pushers* two = nullptr; /* E: started before any timing, as for every system */
+  void (*two_half)(tbb_bench* b, int which, size_t half) = nullptr; /* E's current workload */
 };
 
 /* tbb-flow: dependency analysis, graph construction, run and destruction, all timed. */
@@ -201,25 +203,21 @@ size_t run_task_group(void* p, size_t n) { /* A only: no dependencies */
   return n;
 }
 
-/* E: runs half(thread, n / 2) on two threads released together inside two_arena. */
-template <typename Half>
-size_t run_two_pushers(tbb_bench* b, size_t n, Half half) {
-  pthread_barrier_t go;
-  pthread_barrier_init(&go, nullptr, 2);
-  std::thread t[2];
-  for (int i = 0; i < 2; i++)
-    t[i] = std::thread([&, i] {
-      pthread_barrier_wait(&go);
-      b->two_arena->execute([&] { half(i, n / 2); });
-    });
-  for (auto& th : t) th.join();
-  pthread_barrier_destroy(&go);
-  return 2 * (n / 2);
+/* E: bench_pushers.h's two threads, released together, each run b->two_half on its half
+ * inside two_arena. */
+void push_half_in_arena(void* ctx, int which, size_t half) {
+  auto* b = static_cast<tbb_bench*>(ctx);
+  b->two_arena->execute([&] { b->two_half(b, which, half); });
+}
+
+size_t run_two_pushers(tbb_bench* b, size_t n, void (*half)(tbb_bench*, int, size_t)) {
+  b->two_half = half; /* published to the pushers by bench_pushers_run's barrier */
+  return bench_pushers_run(b->two, n);
 }
 
 size_t run_two_flow(void* p, size_t n) {
   auto* b = static_cast<tbb_bench*>(p);
-  return run_two_pushers(b, n, [&](int, size_t half) {
+  return run_two_pushers(b, n, [](tbb_bench* b, int, size_t half) {
     built_graph graph(b->programs.at(half));
     graph.run();
   });
@@ -227,12 +225,13 @@ size_t run_two_flow(void* p, size_t n) {
 
 size_t run_two_prebuilt(void* p, size_t n) {
   auto* b = static_cast<tbb_bench*>(p);
-  return run_two_pushers(b, n, [&](int i, size_t half) { b->prebuilt_halves[i].at(half)->run(); });
+  return run_two_pushers(
+      b, n, [](tbb_bench* b, int i, size_t half) { b->prebuilt_halves[i].at(half)->run(); });
 }
 
 size_t run_two_task_groups(void* p, size_t n) {
   auto* b = static_cast<tbb_bench*>(p);
-  return run_two_pushers(b, n, [&](int, size_t half) {
+  return run_two_pushers(b, n, [](tbb_bench*, int, size_t half) {
     tbb::task_group tg;
     for (size_t k = 0; k < half; k++) tg.run([] {});
     tg.wait();
@@ -287,12 +286,15 @@ void run_single_pusher(tbb_bench* b, char w, program (*make)(size_t)) {
 
 void run_two_pusher_workload(tbb_bench* b) {
   const bench_args* a = b->args;
+  b->two = bench_pushers_start(push_half_in_arena, b);
   prepare_programs(b, independent_program, true);
   bench_run_workload("tbb-flow", 'E', a, run_two_flow, b);
   prepare_prebuilt(b, true);
   bench_run_workload("tbb-flow-prebuilt", 'E', a, run_two_prebuilt, b);
   drop_prebuilt(b);
   bench_run_workload("tbb-tg", 'E', a, run_two_task_groups, b);
+  bench_pushers_stop(b->two);
+  b->two = nullptr;
 }
 
 /* F: task (s, i) depends on (s-1, i-1..i+1); graph built and destroyed inside the timing. */
