@@ -75,11 +75,14 @@ class Run:
         for system, grains in self.eff_rounds.items():
             self.eff[system] = {g: statistics.median(r.values()) for g, r in grains.items()}
             if len(self.metg_rounds.get(system, {})) > 1:  # several rounds: read off the medians
-                ok = [g for g, e in self.eff[system].items() if e >= 0.5]
-                self.metg[system] = (min(ok), self.eff[system][min(ok)]) if ok else (-1.0, 0.0)
-        self.chol = [(s, n, t, statistics.median(x[1] for x in r.values()),
-                      statistics.median(x[0] for x in r.values()))
-                     for (s, n, t), r in self.chol_rounds.items()]
+                self.metg[system] = metg_of(self.eff[system])
+        self.chol = []
+        for (s, n, t), r in self.chol_rounds.items():
+            # GFLOP/s of the median time (the flops are the same every round), so that the two
+            # columns shown agree even when the median of an even count averages two rounds.
+            flops = next(iter(r.values()))[1] * next(iter(r.values()))[0]
+            seconds = statistics.median(x[0] for x in r.values())
+            self.chol.append((s, n, t, flops / seconds, seconds))
         self.gemmref = [(label, statistics.median(g)) for label, g in self.gemm_rounds.items()]
 
     def saw(self, system):
@@ -92,6 +95,18 @@ class Run:
         first = [s for s in names if s == BASELINE]
         modes = [s for s in names if s.startswith(BASELINE + "-")]
         return first + modes + [s for s in names if s not in first and s not in modes]
+
+
+def metg_of(eff):
+    """(grain, efficiency) of the smallest grain at which efficiency stays >= 50%: walking down
+    from the largest grain, the last one before the first below 50% (as bench_metg_sweep does);
+    (-1, 0) when even the largest misses."""
+    metg = (-1.0, 0.0)
+    for grain in sorted(eff, reverse=True):
+        if eff[grain] < 0.5:
+            break
+        metg = (grain, eff[grain])
+    return metg
 
 
 def parse(lines):
