@@ -206,10 +206,12 @@ typedef struct ordo_engine_config {
                              keeping memory and caches bounded (StarPU's
                              STARPU_LIMIT_MAX_SUBMITTED_TASKS does the same). It waits as long
                              as the pending count keeps falling, and gives up once it has not
-                             fallen for about 4 intervals between completions (1 ms to 100 ms)
-                             (so an op that waits for the pusher never deadlocks it; the window
-                             is then overrun by what the pusher adds, as it is by ops that take
-                             longer than about 25 ms each).
+                             fallen for a limit learned from how far apart completions come
+                             (1.5 times the longest spell without one, 1 ms to 100 ms, halved
+                             while nothing completes) (so an op that waits for the pusher never
+                             deadlocks it; the window is then overrun by what the pusher adds,
+                             as it is while the limit is learned and by ops that complete more
+                             than about 70 ms apart).
                              Each pushing thread looks every max_pending / 8 pushes (at most
                              256), so one pusher overshoots the window by at most an eighth; env
                              ORDO_MAX_PENDING; default 8192; -1 = no throttle; otherwise at
@@ -422,8 +424,8 @@ static inline void ordo_push_opts_init(ordo_push_opts* opts) {
  * On failure nothing was pushed and free_fn is not called.
  * Flow control: from a thread that is not running an op of this engine, a push made while more
  * than ordo_engine_config.max_pending ops are pending waits for the workers to catch up (while
- * the count falls; once it stops falling, for a few intervals between completions, 1 ms to
- * 100 ms), after the op has been pushed; with ORDO_ENGINE_FLAG_PUSHERS_HELP it first runs ready
+ * the count falls; once it stops falling, for a limit learned from how far apart completions
+ * come, 1 ms to 100 ms), after the op has been pushed; with ORDO_ENGINE_FLAG_PUSHERS_HELP it first runs ready
  * ops on the calling thread.
  * Errors: INVALID_ARGUMENT (e or fn NULL, NULL array with non-zero count, bad opts field, more
  * than 65,535 distinct vars), INVALID_HANDLE (any var 0, stale, deleted or foreign),

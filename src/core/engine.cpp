@@ -418,12 +418,12 @@ void Engine::throttle(PushLane* lane) {
 }
 
 // Sleeps until at most `low` of the caller's ops are pending, or until the pending count has not
-// fallen for a while: about 4 intervals between completions as throttled pushers have seen them,
-// from 1 ms to 100 ms (ThrottlePace). While it falls the pusher keeps waiting, so ops slower than
-// the pusher cannot grow the window without bound; when it stalls, an op may be waiting for this
-// very thread to do something after its push, so the wait gives up rather than deadlock. (It is
-// the count that must fall, not merely ops that complete: ops other threads keep pushing and
-// completing would otherwise hold this pusher for as long as they come.)
+// fallen for a while (ThrottlePace's limit: 1 ms to 100 ms, adapted at each give-up). While it
+// falls the pusher keeps waiting, so ops slower than the pusher cannot grow the window without
+// bound; when it stalls, an op may be waiting for this very thread to do something after its
+// push, so the wait gives up rather than deadlock. (It is the count that must fall, not merely
+// ops that complete: ops other threads keep pushing and completing would otherwise hold this
+// pusher for as long as they come.)
 void Engine::wait_for_window(int64_t low) {
   auto now_ns = [] {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -431,7 +431,6 @@ void Engine::wait_for_window(int64_t low) {
         .count();
   };
   int64_t now = now_ns();
-  pace_.observe(now, completed_now());
   int64_t deadline = now + pace_.stall_ns();
   int64_t pending_before = INT64_MAX;
   for (;;) {
@@ -445,9 +444,9 @@ void Engine::wait_for_window(int64_t low) {
     if (pending_before == INT64_MAX) pending_before = pending;
     now = now_ns();
     if (now >= deadline) {
-      pace_.observe(now, completed_now());
       if (pending >= pending_before) {
         throttle_wake_.cancel_wait();
+        pace_.gave_up(now, completed_now());
         return;
       }
       pending_before = pending;
