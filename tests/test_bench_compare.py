@@ -202,6 +202,13 @@ class CholeskyMedianIsConsistent(unittest.TestCase):
         self.assertAlmostEqual(seconds, 0.25)
         self.assertAlmostEqual(gflops, flops / 0.25 / 1e9, places=2)
 
+    def test_a_run_too_fast_to_time_does_not_break_the_report(self):
+        run = parse("CHOL ordo 64 32 2.35 0.0000\nCHOL gomp 64 32 2.00 0.0001\n")
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            compare.print_cholesky(run)
+        self.assertIn("gomp", out.getvalue())
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=1)
