@@ -158,23 +158,6 @@ int64_t throttle_check_interval(int32_t max_pending) {
              : std::max<int64_t>(1, std::min<int64_t>(kThrottleCheckMax, max_pending / 8));
 }
 
-// The API call whose push this is, for messages: an internal op is a var delete, a clear or a
-// wait, and a message about a push would puzzle its caller.
-const char* api_of(OpKind kind) {
-  switch (kind) {
-    case OpKind::kUser:
-      return "ordo_opr_push";
-    case OpKind::kPrepared:
-      return "ordo_opr_push_prepared";
-    case OpKind::kWaitSignal:
-      return "ordo_wait_for_var";
-    case OpKind::kClearError:
-      return "ordo_var_clear_error";
-    case OpKind::kDeleteVar:
-      return "ordo_var_delete";
-  }
-  return "ordo";
-}
 uint64_t new_engine_uid() {
   static std::atomic<uint64_t> next{1};
   return next.fetch_add(1, std::memory_order_relaxed);
@@ -368,12 +351,7 @@ ordo_status Engine::route(int32_t prop, int32_t device_type, int32_t device_id, 
   // A group's first op starts its threads; once destroy has stopped the group it refuses, since
   // nothing would join threads started then before the last release.
   ordo_status st = *out ? (*out)->ensure_started() : ORDO_OK;
-  // The message names no call: ordo_opr_push and ordo_opr_new come here, and the API layer puts
-  // the caller's name in front (an argument naming it would cost every push).
-  if (st == ORDO_ERR_SHUTDOWN) {
-    return fail(st,
-                "the engine is shutting down (ordo_engine_destroy was called); nothing was done");
-  }
+  if (st == ORDO_ERR_SHUTDOWN) return refuse_push(st);
   if (st != ORDO_OK) {
     return fail(ORDO_ERR_NO_MEMORY, "could not start worker threads for ordo_push_opts.prop=%d",
                 static_cast<int>(prop));
@@ -514,15 +492,16 @@ bool Engine::run_on_pusher(OpBlock* op, PushLane* lane) {
   return true;
 }
 
-// Records why `api`'s push was refused (nothing was pushed or done) and returns `status`.
-ordo_status Engine::refuse_push(ordo_status status, const char* api) {
+// Records why a push was refused (nothing was pushed or done) and returns `status`. The message
+// names no call: user pushes, ordo_opr_new and the internal pushes of var deletes, clears and
+// waits all come here, and the API layer puts the caller's name in front (guarded()).
+ordo_status Engine::refuse_push(ordo_status status) {
   if (status == ORDO_ERR_SHUTDOWN) {
     return fail(status,
-                "%s: the engine is shutting down (ordo_engine_destroy was called); "
-                "nothing was done",
-                api);
+                "the engine is shutting down (ordo_engine_destroy was called); nothing "
+                "was done");
   }
-  return fail(status, "%s: out of memory for a new op; nothing was done", api);
+  return fail(status, "out of memory for a new op; nothing was done");
 }
 
 // `refs` come from VarRefs::collect (merged, at most OpBlock::kMaxLinks; sorted by slot
@@ -530,9 +509,7 @@ ordo_status Engine::refuse_push(ordo_status status, const char* api) {
 ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n) {
   // Once shutdown has begun, refuse without counting: a push rejected after counting is pending
   // for a moment, and a pusher that keeps pushing could keep the drain from ever seeing none.
-  if (shutting_down_.load(std::memory_order_relaxed)) {
-    return refuse_push(ORDO_ERR_SHUTDOWN, api_of(spec.kind));
-  }
+  if (shutting_down_.load(std::memory_order_relaxed)) return refuse_push(ORDO_ERR_SHUTDOWN);
   Worker* self = current_worker();
   PushLane* lane = self ? self->lane : claim_lane(this);
   const bool shared = lane == nullptr;
@@ -560,8 +537,7 @@ ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef
     // orders the uncount before announce_completions() looks for waiters.
     std::atomic_thread_fence(std::memory_order_seq_cst);
     announce_completions();
-    // The message after the count is back: keep the window short.
-    return refuse_push(status, api_of(spec.kind));
+    return refuse_push(status);  // the message after the count is back: keep the window short
   }
   // Counted here, under the shared lane's lock when the lane is shared. Only the caller's own
   // pushes are throttled: the internal ops of ordo_var_delete, ordo_var_clear_error and
@@ -1226,7 +1202,7 @@ ordo_status Engine::wait_for_all(const uint64_t* timeout_ns) {
 // back the readers pushed after it), allocates nothing and never sleeps.
 ordo_status Engine::poll_var(ordo_var h) {
   // As a wait that queues a marker: refused once destroy has begun.
-  if (shutting_down()) return refuse_push(ORDO_ERR_SHUTDOWN, "ordo_wait_for_var");
+  if (shutting_down()) return refuse_push(ORDO_ERR_SHUTDOWN);
   VarRefs refs;
   if (ordo_status s = refs.collect(vars_, tag_, nullptr, 0, &h, 1)) return s;
   VarSlot* v = refs[0].slot;

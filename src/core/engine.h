@@ -129,7 +129,7 @@ class Engine {
   int64_t completed_now() const;
   void add_completed(int64_t n);
   void announce_completions();
-  ordo_status refuse_push(ordo_status status, const char* api);
+  ordo_status refuse_push(ordo_status status);
   void wait_for_releases() const;
   void begin_release(PushLane* lane);
   void end_release(PushLane* lane);
