@@ -612,23 +612,11 @@ Test(wait, waits_nested_deeper_than_recorded_are_refused) {
  * out left the marker there: a reader pushed after the poll then had to wait for the readers
  * before it, so two readers that wait for each other hung (SPEC 2.2, and 4: "timed variants
  * return ORDO_ERR_TIMEOUT without side effects"), and each poll cost a heap block and a sleep. */
-typedef struct rendezvous {
-  atomic_int first_in;
-  atomic_int second_in;
-  atomic_int met;
-} rendezvous;
-
-static int32_t first_reader(ordo_exec* exec, void* ud) {
+/* The second reader releases the first, which is hold_fn (above): they meet only if they overlap.
+ */
+static int32_t release_fn(ordo_exec* exec, void* ud) {
   (void)exec;
-  rendezvous* r = ud;
-  atomic_store(&r->first_in, 1);
-  if (tu_wait_eq(&r->second_in, 1, 5000)) atomic_store(&r->met, 1);
-  return 0;
-}
-
-static int32_t second_reader(ordo_exec* exec, void* ud) {
-  (void)exec;
-  atomic_store(&((rendezvous*)ud)->second_in, 1);
+  atomic_store(&((hold_ctx*)ud)->release, 1);
   return 0;
 }
 
@@ -644,10 +632,10 @@ Test(wait, a_poll_leaves_nothing_behind_and_never_sleeps) {
     if (tu_all_kinds[k] == ORDO_ENGINE_NAIVE) continue; /* ops run in their push: no overlap */
     ordo_engine* e = make_engine(tu_all_kinds[k]);
     ordo_var v = new_var(e);
-    rendezvous r;
+    hold_ctx r;
     memset(&r, 0, sizeof r);
-    ST(ordo_opr_push(e, first_reader, &r, &v, 1, NULL, 0, NULL), ORDO_OK);
-    cr_assert(tu_wait_eq(&r.first_in, 1, 5000), "%s: the first reader never ran",
+    ST(ordo_opr_push(e, hold_fn, &r, &v, 1, NULL, 0, NULL), ORDO_OK);
+    cr_assert(tu_wait_eq(&r.started, 1, 5000), "%s: the first reader never ran",
               tu_kind_name(g_kind));
     long before = voluntary_switches();
     for (int i = 0; i < kPolls; ++i) {
@@ -655,9 +643,9 @@ Test(wait, a_poll_leaves_nothing_behind_and_never_sleeps) {
       ST(ordo_wait_for_all_timeout(e, 0), ORDO_ERR_TIMEOUT);
     }
     long slept = voluntary_switches() - before;
-    ST(ordo_opr_push(e, second_reader, &r, &v, 1, NULL, 0, NULL), ORDO_OK);
+    ST(ordo_opr_push(e, release_fn, &r, &v, 1, NULL, 0, NULL), ORDO_OK);
     ST(ordo_wait_for_var_timeout(e, v, TU_MS_NS(10000)), ORDO_OK);
-    cr_assert_eq(atomic_load(&r.met), 1,
+    cr_assert_eq(atomic_load(&r.released_in_time), 1,
                  "%s: a reader pushed after %d polls of its var could not run beside the reader "
                  "pushed before them",
                  tu_kind_name(g_kind), kPolls);
