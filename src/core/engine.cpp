@@ -605,8 +605,9 @@ int64_t Engine::pending_now() const {
 // The caller's ops among those pending: what the window (max_pending) and ordo_engine_stats
 // count. Internal ops (var deletes, clear_error, waits' markers, and a timed-out wait's marker
 // left behind an op that has not finished) are not the caller's pushes and hold no push back.
-// The internal completions are read before the pending count and the internal pushes after it,
-// so an internal op in flight meanwhile is never taken away twice.
+// The three counts are read one after another, so an internal op pushed or completed meanwhile
+// can make the result off by the few internal ops in flight (never below 0): the throttle only
+// compares it with half a window.
 int64_t Engine::user_pending_now() const {
   const int64_t internal_done = internal_completed_.load(std::memory_order_seq_cst);
   const int64_t pending = pending_now();

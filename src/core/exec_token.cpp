@@ -5,11 +5,10 @@
 namespace ordo {
 
 uint64_t take_exec_token_block() {
-  // Block 0 is never handed out, so the low bits of a token are never all 0; 2^31 blocks of 2^32
-  // tokens fit below the top bit, which every token carries.
+  // Blocks 1 to 2^31 - 1 of 2^32 tokens each, below the top bit that every token carries (block
+  // 0 is never handed out, so no token's low 63 bits are all 0). Past the last block (as many
+  // threads that each ran a callback) they come round again.
   static std::atomic<uint64_t> next_block{1};
-  // Past 2^31 - 1 blocks (as many threads that each ran a callback, or 2^63 callbacks) the
-  // blocks come round again, never reaching into the top bit or block 0.
   const uint64_t n = next_block.fetch_add(1, std::memory_order_relaxed);
   const uint64_t block = (n - 1) % 0x7FFFFFFFu + 1;
   return (uint64_t{1} << 63) | (block << 32);
