@@ -753,3 +753,31 @@ Test(prepared, a_free_fn_run_by_delete_cannot_release_its_engine) {
 Test(prepared, a_free_fn_run_by_delete_cannot_destroy_its_engine) {
   check_free_fn_cannot_drop_its_engine(1);
 }
+
+/* The header documents the cap on prepared ops alive at once (262,144); the message names it, and
+ * deleting one makes room again. */
+static int32_t noop_fn(ordo_exec* x, void* ud) {
+  (void)x, (void)ud;
+  return 0;
+}
+
+Test(prepared, the_cap_on_prepared_ops_is_as_documented) {
+  enum { kCap = 262144 };
+  ordo_engine* e = make_engine(ORDO_ENGINE_NAIVE, 1);
+  ordo_opr* all = malloc(sizeof *all * kCap);
+  cr_assert_not_null(all);
+  for (int i = 0; i < kCap; ++i) {
+    ordo_status s = ordo_opr_new(e, noop_fn, NULL, NULL, 0, NULL, 0, NULL, &all[i]);
+    cr_assert_eq(s, ORDO_OK, "prepared op %d: %s", i, ordo_last_error_message());
+  }
+  ordo_opr extra = 0;
+  cr_assert_eq(ordo_opr_new(e, noop_fn, NULL, NULL, 0, NULL, 0, NULL, &extra), ORDO_ERR_NO_MEMORY);
+  cr_assert_not_null(strstr(ordo_last_error_message(), "262144"), "message: %s",
+                     ordo_last_error_message());
+  cr_assert_eq(ordo_opr_delete(e, all[7]), ORDO_OK);
+  cr_assert_eq(ordo_opr_new(e, noop_fn, NULL, NULL, 0, NULL, 0, NULL, &all[7]), ORDO_OK, "%s",
+               ordo_last_error_message());
+  for (int i = 0; i < kCap; ++i) cr_assert_eq(ordo_opr_delete(e, all[i]), ORDO_OK);
+  free(all);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+}

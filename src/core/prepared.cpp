@@ -46,7 +46,7 @@ PreparedOp* PreparedTable::allocate() {
     index = free_.back();
     free_.pop_back();
   } else {
-    if (next_index_ == kMaxChunks * kChunkSize) return nullptr;
+    if (next_index_ == kMaxOps) return nullptr;
     index = next_index_;
     if (!chunks_[index >> kChunkBits].load(std::memory_order_relaxed)) {
       auto* chunk = new (std::nothrow) PreparedOp[kChunkSize];

@@ -58,6 +58,7 @@ class PreparedTable {
   static constexpr uint32_t kChunkBits = 8;
   static constexpr uint32_t kChunkSize = 1u << kChunkBits;
   static constexpr uint32_t kMaxChunks = 1024;
+  static constexpr uint32_t kMaxOps = kMaxChunks * kChunkSize;  // 262,144 alive at once
 
   PreparedTable();
   ~PreparedTable();
