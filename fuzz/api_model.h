@@ -63,6 +63,7 @@ struct Node {
   bool skipped = false;  // not called: a var carried an error
   bool failed = false;   // ran and failed, or skipped
   CodeSet saw;           // kWait: the var's error when its turn came
+  bool mark = false;     // kWait: a wait mark (it orders nothing after it), not a write
   int child = -1;        // kPushChild: the child's node, once the parent ran
 };
 
@@ -85,6 +86,24 @@ class Model {
   int push(NodeKind kind, std::vector<Access> access, Behaviour b = Behaviour::kReturn,
            int32_t code = 0, int32_t child_code = 0) {
     int id = add_node(kind, std::move(access), b, code, child_code);
+    advance();
+    return id;
+  }
+
+  // ordo_wait_for_var (a timeout other than 0): it waits for every earlier op on the var, like a
+  // write. It is the var's wait mark, which later readers do not follow, unless another wait's
+  // mark on the var has not fired yet: then it is ordered like a write (var_slot.h).
+  int push_wait(int var) {
+    bool busy = false;
+    for (const auto& h : vars_[var].history) {
+      const Node& n = nodes_[h.first];
+      if (n.kind == NodeKind::kWait && n.mark && n.state != Node::kDone) busy = true;
+    }
+    int id = add_node(NodeKind::kWait, {{var, true}}, Behaviour::kReturn, 0, 0);
+    if (!busy) {
+      nodes_[id].mark = true;
+      vars_[var].history.back().second = false;  // later readers do not follow it
+    }
     advance();
     return id;
   }

@@ -642,10 +642,17 @@ void Session::step_wait_var() {
     }
     return;
   }
-  int node = model_.push(NodeKind::kWait, {{p.var, true}});
+  ordo_status s;
+  if (!model_.var_quiet(p.var) && (how >> 1) == 0) {
+    // Stuck behind a deferred op nobody has completed, and a poll: it leaves nothing behind.
+    s = ordo_wait_for_var_timeout(e_, p.value, 0);
+    fuzz::check_status(__FILE__, __LINE__, "ordo_wait_for_var_timeout (poll, blocked)", s,
+                       bit(ORDO_ERR_TIMEOUT));
+    return;
+  }
+  int node = model_.push_wait(p.var);
   const Node& n = model_.node(node);
   StatusSet result = n.saw.empty() ? bit(ORDO_OK) : bit(ORDO_ERR_OP_FAILED);
-  ordo_status s;
   if (n.state != Node::kDone) {  // stuck behind a deferred op nobody has completed
     s = ordo_wait_for_var_timeout(e_, p.value, (how >> 1) * 4000u);
     fuzz::check_status(__FILE__, __LINE__, "ordo_wait_for_var_timeout (blocked)", s,

@@ -19,6 +19,14 @@
 //   - the state word matches var_slot.h's description: 0 (kIdle) exactly when nothing is pending,
 //     the reader count equals the active readers, kWriter is set exactly while a writer is
 //     active, nothing waits while kShared, and an empty slot has an empty private FIFO.
+// Some pushes are ordo_wait_for_var's wait marks (one var; var_slot.h "Wait marks"), pushed as
+// Engine::arrive_wait_mark does (a write while another mark is outstanding on the var). The model
+// treats a mark as a read; in addition:
+//   - arrive_mark() says busy exactly while another mark of the var has not fired;
+//   - a mark fires (mark_run() true, or a completion returns it) only when every access pushed
+//     before it has completed, exactly once, and never later than that: once it has run and
+//     nothing older is left, it has fired;
+//   - kSplit is set exactly while a granted mark has not fired.
 // Any difference, double trigger or missed trigger aborts. At the end every op must drain.
 #include <algorithm>
 #include <cstdint>
@@ -48,6 +56,9 @@ struct Op {
   int granted_at_arrival = 0;
   bool granted[kVars] = {};  // by the slot: at arrival, or in a completion's grant chain
   bool ready = false;        // triggered: by the pusher, or by settle_grants reaching zero
+  bool mark = false;         // a wait mark (one read link with kMarkBit)
+  bool mark_ran = false;     // the mark's op has run (mark_run() called)
+  bool fired = false;        // the mark has fired: it may complete
 
   FUZZ_ORACLE bool pushed() const { return arrived == num_links; }
   FUZZ_ORACLE VarLink& link(int i) const { return block->link(static_cast<uint32_t>(i)); }
@@ -106,6 +117,10 @@ class VarQueueHarness {
     if (live_.size() >= kMaxLiveOps) return;
     uint32_t mask = vars & 0xF;
     if (mask == 0) mask = 1u << ((vars >> 4) & 3);
+    if (writes & 0x80) {
+      push_mark(__builtin_ctz(mask));
+      return;
+    }
     Op* op = new_op();
     for (int v = 0; v < kVars; ++v) {
       if (!(mask & (1u << v))) continue;
@@ -125,6 +140,64 @@ class VarQueueHarness {
     } else {
       finish_arrivals(op);
     }
+  }
+
+  // A push of ordo_wait_for_var's op on var v: one link with kMarkBit, as Engine::push_internal
+  // makes it (arrive() turns it into a write while another mark of the var is outstanding).
+  void push_mark(int v) {
+    Op* op = new_op();
+    op->mark = true;
+    op->num_links = 1;
+    op->block->num_links = 1;
+    VarLink& l = op->link(0);
+    l.set(&vars_[v], VarLink::kMarkBit);
+    op->block->wait.store(1, std::memory_order_relaxed);
+    VarSlot& s = vars_[v];
+    s.push_lock.lock();
+    bool outstanding = false;
+    for (const auto& other : live_) {
+      if (other.get() != op && other->mark && !other->fired && other->link(0).var() == &s) {
+        outstanding = true;
+      }
+    }
+    Census c = census(v);
+    queue_[v].push_back({op, 0});
+    bool granted = s.arrive(&l);
+    FUZZ_TRACE("mark op %d on var %d: granted=%d, as a write=%d\n", op->id, v, granted, l.write());
+    FUZZ_CHECK(l.write() == outstanding,
+               "mark op %d on var %d: arrived as a write=%d, another mark outstanding=%d", op->id,
+               v, l.write(), outstanding);
+    FUZZ_CHECK(l.write() != l.mark(), "mark op %d: write=%d and mark=%d", op->id, l.write(),
+               l.mark());
+    bool expected = queue_[v].size() == 1 || (!l.write() && c.waiting == 0 && c.writers == 0);
+    FUZZ_CHECK(granted == expected, "mark op %d on var %d: granted=%d, the model says %d", op->id,
+               v, granted, expected);
+    if (l.write()) op->mark = false;  // an ordinary write from here on
+    if (granted) {
+      op->granted[0] = true;
+      op->granted_at_arrival = 1;
+    }
+    op->arrived = 1;
+    end_push(op);
+  }
+
+  // The mark's op runs (Engine::execute): it fires now, or an older reader fires it later.
+  void run_mark(Op* op) {
+    op->mark_ran = true;
+    bool now = op->link(0).var()->mark_run();
+    FUZZ_TRACE("mark op %d runs: fires now=%d\n", op->id, now);
+    if (now) fire(op, "its own run");
+  }
+
+  void fire(Op* op, const char* by) {
+    int v = var_index(op->link(0).var());
+    FUZZ_CHECK(op->mark && op->mark_ran, "op %d fired by %s but is no mark that ran", op->id, by);
+    FUZZ_CHECK(!op->fired, "mark op %d fired twice (second by %s)", op->id, by);
+    FUZZ_CHECK(queue_[v].front().op == op,
+               "mark op %d on var %d fired by %s while an access pushed before it is pending "
+               "(op %d)",
+               op->id, v, by, queue_[v].front().op->id);
+    op->fired = true;
   }
 
   Op* new_op() {
@@ -193,12 +266,15 @@ class VarQueueHarness {
   FUZZ_ORACLE Op* pick_ready(uint8_t k) {
     std::vector<Op*> ready;
     for (auto& op : live_) {
-      if (op->ready) ready.push_back(op.get());
+      // A mark that ran waits to be fired by an older reader's completion.
+      if (op->ready && !(op->mark && op->mark_ran && !op->fired)) ready.push_back(op.get());
     }
     return ready.empty() ? nullptr : ready[k % ready.size()];
   }
 
   void complete_all(Op* op) {
+    if (op->mark && !op->mark_ran) run_mark(op);
+    if (op->mark && !op->fired) return;  // an older reader fires it
     for (int left = op->num_links - op->completed; left > 0; --left) complete_next(op);
   }
 
@@ -208,11 +284,18 @@ class VarQueueHarness {
     VarLink& l = op->link(i);
     int v = var_index(l.var());
     FUZZ_CHECK(op->granted[i], "op %d runs without its grant on var %d", op->id, v);
+    if (op->mark && !op->mark_ran) run_mark(op);
+    if (op->mark && !op->fired) return;  // an older reader fires it
     remove_from_queue(v, op, i);
-    VarLink* chain = l.var()->complete(l.write());
+    VarSlot::Completion done = l.var()->complete(l);
     FUZZ_TRACE("op %d completes on var %d (%s)\n", op->id, v, l.write() ? "write" : "read");
-    check_chain(v, chain);
-    ordo::settle_grants(chain, [&](OpBlock* b) { trigger(op_of(b), "settle_grants"); });
+    check_chain(v, done.granted);
+    ordo::settle_grants(done.granted, [&](OpBlock* b) { trigger(op_of(b), "settle_grants"); });
+    if (done.fired) {
+      FUZZ_CHECK(done.fired->var() == l.var(), "a completion on var %d fired another var's mark",
+                 v);
+      fire(op_of(done.fired->op()), "a completion");
+    }
     if (++op->completed == op->num_links) retire(op);
   }
 
@@ -272,6 +355,16 @@ class VarQueueHarness {
       check_word(v);
     }
     for (const auto& op : live_) check_op(*op);
+    for (const auto& op : live_) check_mark(*op);
+  }
+
+  // A mark that has run fires as soon as nothing pushed before it is pending.
+  FUZZ_ORACLE void check_mark(const Op& op) const {
+    if (!op.mark || !op.mark_ran || op.fired) return;
+    int v = var_index(op.link(0).var());
+    FUZZ_CHECK(queue_[v].front().op != &op,
+               "mark op %d on var %d: everything before it completed but it has not fired", op.id,
+               v);
   }
 
   // One pass over var v's list: granted exactly when nothing before conflicts.
@@ -319,6 +412,13 @@ class VarQueueHarness {
     bool empty = queue_[v].empty();
     FUZZ_CHECK((w == 0) == empty, "var %d: word=0x%016llx with %zu accesses pending", v,
                static_cast<unsigned long long>(w), queue_[v].size());
+    bool splitting = false;
+    for (const Pending& p : queue_[v]) {
+      if (p.op->mark && p.op->granted[0] && !p.op->fired) splitting = true;
+    }
+    FUZZ_CHECK(((w & VarSlot::kSplit) != 0) == splitting,
+               "var %d: kSplit=%d while a granted mark waits=%d", v, (w & VarSlot::kSplit) != 0,
+               splitting);
     FUZZ_CHECK(static_cast<int>(w >> VarSlot::kCountShift) == readers,
                "var %d: word counts %d readers, %d are active", v,
                static_cast<int>(w >> VarSlot::kCountShift), readers);
@@ -352,6 +452,8 @@ class VarQueueHarness {
     }
     for (int v = 0; v < kVars; ++v) {
       FUZZ_CHECK(vars_[v].word.load() == 0, "var %d not idle after draining", v);
+      FUZZ_CHECK(vars_[v].wait_mark.load() == nullptr, "var %d: a wait mark left after draining",
+                 v);
     }
   }
 

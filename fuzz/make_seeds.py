@@ -15,8 +15,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # ---- fuzz_var_queue: step = below(4): 0 push(vars, writes) | 1 arrive next | 2 complete op(k)
 #      | 3 complete next link(k). vars: bit v = var v, 0x80 = only the first access arrives now.
+#      writes: bit v = var v is written, 0x80 = a wait mark on the lowest var of vars instead.
 def vq_push(vars_mask, writes_mask, split=False):
     return [0, vars_mask | (0x80 if split else 0), writes_mask]
+
+
+def vq_mark(var_mask):
+    return [0, var_mask, 0x80]
 
 
 def vq_arrive():
@@ -41,6 +46,11 @@ VAR_QUEUE = {
     + vq_complete_link(1) + vq_complete() * 3,
     "reader-behind-running-writer": vq_push(1, 0) + vq_push(1, 1) + vq_push(1, 0)
     + vq_complete_link() + vq_push(1, 0) + vq_complete() * 3,
+    # wait marks among active readers, queued behind a writer, and a second one while busy
+    "marks-among-readers": vq_push(1, 0) * 2 + vq_mark(1) + vq_push(1, 0) + vq_mark(1)
+    + vq_complete(0) + vq_complete(1) + vq_complete() * 4,
+    "mark-queued-behind-writer": vq_push(1, 1) + vq_push(1, 0) + vq_mark(1) + vq_push(1, 0)
+    + vq_push(1, 1) + vq_complete() + vq_complete(2) + vq_complete() * 4,
 }
 
 

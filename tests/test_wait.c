@@ -7,6 +7,7 @@
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -654,5 +655,223 @@ Test(wait, a_poll_leaves_nothing_behind_and_never_sleeps) {
                     tu_kind_name(g_kind), kPolls, slept);
     }
     destroy_engine(e);
+  }
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* A wait orders nothing (SPEC 2.3): readers pushed after it run beside the readers before it.  */
+/* ------------------------------------------------------------------------------------------- */
+
+static void start_waiter(waiter_arg* a, pthread_t* th, ordo_engine* e, ordo_var v,
+                         atomic_int* returned) {
+  a->e = e;
+  a->v = v;
+  a->returned = returned;
+  atomic_init(&a->status, -1);
+  cr_assert_eq(pthread_create(th, NULL, waiter_main, a), 0);
+}
+
+/* A wait that timed out left its marker on the var, ordered like a write: the reader pushed
+ * after it then waited for the reader before it, so two readers that wait for each other hung
+ * (SPEC 2.2), and the timed wait was not "without side effects" (SPEC 4). */
+Test(wait, a_timed_out_wait_does_not_order_later_readers) {
+  for (int k = 0; k < TU_NUM_THREADED_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_threaded_kinds[k]);
+    ordo_var v = new_var(e);
+    hold_ctx r;
+    memset(&r, 0, sizeof r);
+    ST(ordo_opr_push(e, hold_fn, &r, &v, 1, NULL, 0, NULL), ORDO_OK);
+    cr_assert(tu_wait_eq(&r.started, 1, 5000), "%s: the first reader never ran",
+              tu_kind_name(g_kind));
+    ST(ordo_wait_for_var_timeout(e, v, TU_MS_NS(20)), ORDO_ERR_TIMEOUT);
+    ST(ordo_opr_push(e, release_fn, &r, &v, 1, NULL, 0, NULL), ORDO_OK);
+    ST(ordo_wait_for_var_timeout(e, v, TU_MS_NS(10000)), ORDO_OK);
+    cr_assert_eq(atomic_load(&r.released_in_time), 1,
+                 "%s: a reader pushed after a timed-out wait could not run beside the reader "
+                 "pushed before it",
+                 tu_kind_name(g_kind));
+    destroy_engine(e);
+  }
+}
+
+/* While a thread waits on a var that readers hold, a reader pushed after the wait starts at once
+ * (beside them), and the wait returns once the readers before it are done, not waiting for the
+ * one after it. `queued_first`: the readers and the wait queue behind a writer first (the wait is
+ * then granted together with the readers around it), else they find the var held by readers. */
+static void check_wait_between_readers(bool queued_first) {
+  for (int k = 0; k < TU_NUM_THREADED_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_threaded_kinds[k]);
+    const char* kind = tu_kind_name(g_kind);
+    ordo_var v = new_var(e);
+    tu_deferred d;
+    tu_deferred_init(&d);
+    ordo_completion writer = 0;
+    if (queued_first) {
+      ST(ordo_opr_push(e, tu_defer_fn, &d, NULL, 0, &v, 1, NULL), ORDO_OK);
+      writer = wait_deferred(&d);
+    }
+    hold_ctx before, after;
+    memset(&before, 0, sizeof before);
+    memset(&after, 0, sizeof after);
+    ST(ordo_opr_push(e, hold_fn, &before, &v, 1, NULL, 0, NULL), ORDO_OK);
+    if (!queued_first) {
+      cr_assert(tu_wait_eq(&before.started, 1, 5000), "%s: the first reader never ran", kind);
+    }
+    atomic_int returned;
+    atomic_init(&returned, 0);
+    waiter_arg a;
+    pthread_t th;
+    start_waiter(&a, &th, e, v, &returned);
+    tu_sleep_ms(50); /* the waiter is in its wait by now (if not, the test checks less) */
+    ST(ordo_opr_push(e, hold_fn, &after, &v, 1, NULL, 0, NULL), ORDO_OK);
+    if (queued_first) ST(ordo_complete(writer, 0, NULL), ORDO_OK);
+    cr_assert(tu_wait_eq(&after.started, 1, 5000),
+              "%s: a reader pushed after a wait did not start beside the reader before it", kind);
+    cr_assert_eq(atomic_load(&returned), 0, "%s: the wait returned while an earlier reader ran",
+                 kind);
+    atomic_store(&before.release, 1);
+    cr_assert(tu_wait_eq(&returned, 1, 5000),
+              "%s: the wait did not return when the reader before it finished (the reader "
+              "after it still runs)",
+              kind);
+    cr_assert_eq(atomic_load(&after.released_in_time), 0, "%s", kind);
+    pthread_join(th, NULL);
+    ST(atomic_load(&a.status), ORDO_OK);
+    atomic_store(&after.release, 1);
+    ST(ordo_wait_for_all(e), ORDO_OK);
+    cr_assert_eq(atomic_load(&before.released_in_time), 1, "%s", kind);
+    cr_assert_eq(atomic_load(&after.released_in_time), 1, "%s", kind);
+    destroy_engine(e);
+  }
+}
+
+Test(wait, a_wait_among_active_readers_orders_nothing) {
+  check_wait_between_readers(false);
+}
+
+Test(wait, a_wait_queued_among_readers_orders_nothing) {
+  check_wait_between_readers(true);
+}
+
+/* Several threads wait at once on a var that a reader holds: all return once it is done. */
+Test(wait, concurrent_waits_on_a_read_var_all_return) {
+  enum { W = 4 };
+  for (int k = 0; k < TU_NUM_THREADED_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_threaded_kinds[k]);
+    ordo_var v = new_var(e);
+    hold_ctx r;
+    memset(&r, 0, sizeof r);
+    ST(ordo_opr_push(e, hold_fn, &r, &v, 1, NULL, 0, NULL), ORDO_OK);
+    cr_assert(tu_wait_eq(&r.started, 1, 5000), "%s: the reader never ran", tu_kind_name(g_kind));
+    atomic_int returned;
+    atomic_init(&returned, 0);
+    waiter_arg args[W];
+    pthread_t th[W];
+    for (int i = 0; i < W; ++i) start_waiter(&args[i], &th[i], e, v, &returned);
+    tu_sleep_ms(50);
+    cr_assert_eq(atomic_load(&returned), 0, "%s: a wait returned while the reader ran",
+                 tu_kind_name(g_kind));
+    atomic_store(&r.release, 1);
+    cr_assert(tu_wait_eq(&returned, W, 5000), "%s: only %d of %d waiters woke",
+              tu_kind_name(g_kind), atomic_load(&returned), W);
+    for (int i = 0; i < W; ++i) {
+      pthread_join(th[i], NULL);
+      ST(atomic_load(&args[i].status), ORDO_OK);
+    }
+    destroy_engine(e);
+  }
+}
+
+/* Waits while two threads keep pushing readers (and now and then a writer) of one var: each wait
+ * returns only once every op pushed before it has finished, whether its mark was granted beside
+ * running readers, queued behind a writer, or (two waiters at once) ordered like a write. */
+enum { kStreamOps = 10000, kStreamWaits = 200 };
+
+typedef struct stream_ctx {
+  ordo_engine* e;
+  ordo_var v;
+  pthread_mutex_t lock; /* held around each push, so that next_seq orders them */
+  int next_seq;
+  atomic_int done[kStreamOps];
+  atomic_int bad_waits;
+  atomic_int push_errors;
+} stream_ctx;
+
+typedef struct stream_op {
+  stream_ctx* c;
+  int seq;
+} stream_op;
+
+static stream_op g_stream_ops[kStreamOps];
+
+static int32_t stream_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  stream_op* op = ud;
+  if (op->seq % 5 == 0) { /* a long one now and then: readers overlap and finish out of order */
+    uint64_t until = tu_now_ns() + 50000;
+    while (tu_now_ns() < until) sched_yield();
+  }
+  atomic_store(&op->c->done[op->seq], 1);
+  return 0;
+}
+
+static void* stream_pusher(void* p) {
+  stream_ctx* c = p;
+  for (;;) {
+    pthread_mutex_lock(&c->lock);
+    int seq = c->next_seq;
+    if (seq == kStreamOps) {
+      pthread_mutex_unlock(&c->lock);
+      break;
+    }
+    c->next_seq++;
+    g_stream_ops[seq].c = c;
+    g_stream_ops[seq].seq = seq;
+    bool write = seq % 97 == 0;
+    ordo_status s = ordo_opr_push(c->e, stream_fn, &g_stream_ops[seq], write ? NULL : &c->v,
+                                  write ? 0 : 1, write ? &c->v : NULL, write ? 1 : 0, NULL);
+    pthread_mutex_unlock(&c->lock);
+    if (s != ORDO_OK) atomic_fetch_add(&c->push_errors, 1);
+    if (seq % 64 == 0) tu_sleep_ms(1); /* keeps the stream going while the waiters wait */
+  }
+  return NULL;
+}
+
+static void* stream_waiter(void* p) {
+  stream_ctx* c = p;
+  for (int i = 0; i < kStreamWaits; ++i) {
+    pthread_mutex_lock(&c->lock);
+    int before = c->next_seq; /* every op below this was pushed before the wait */
+    pthread_mutex_unlock(&c->lock);
+    if (ordo_wait_for_var(c->e, c->v) != ORDO_OK) atomic_fetch_add(&c->bad_waits, 1);
+    for (int k = 0; k < before; ++k) {
+      if (!atomic_load(&c->done[k])) {
+        atomic_fetch_add(&c->bad_waits, 1);
+        break;
+      }
+    }
+  }
+  return NULL;
+}
+
+Test(wait, waits_among_streaming_readers_wait_for_every_earlier_op) {
+  for (int k = 0; k < TU_NUM_THREADED_KINDS; ++k) {
+    static stream_ctx c;
+    memset(&c, 0, sizeof c);
+    c.e = make_engine(tu_threaded_kinds[k]);
+    c.v = new_var(c.e);
+    pthread_mutex_init(&c.lock, NULL);
+    pthread_t th[4];
+    for (int i = 0; i < 2; ++i) cr_assert_eq(pthread_create(&th[i], NULL, stream_pusher, &c), 0);
+    for (int i = 2; i < 4; ++i) cr_assert_eq(pthread_create(&th[i], NULL, stream_waiter, &c), 0);
+    for (int i = 0; i < 4; ++i) pthread_join(th[i], NULL);
+    ST(ordo_wait_for_all(c.e), ORDO_OK);
+    cr_assert_eq(atomic_load(&c.push_errors), 0, "%s", tu_kind_name(g_kind));
+    cr_assert_eq(atomic_load(&c.bad_waits), 0,
+                 "%s: %d waits returned before an op pushed before them had finished",
+                 tu_kind_name(g_kind), atomic_load(&c.bad_waits));
+    for (int i = 0; i < kStreamOps; ++i) cr_assert_eq(atomic_load(&c.done[i]), 1);
+    pthread_mutex_destroy(&c.lock);
+    destroy_engine(c.e);
   }
 }

@@ -444,7 +444,8 @@ ORDO_API ordo_status ordo_opr_push(ordo_engine* e, ordo_fn fn, void* user_data,
  * prepared op never deleted, on the thread that lets the engine's last reference go, after the
  * drain (in ordo_engine_destroy, or in the last ordo_engine_release when other references
  * remained, so that ordo_opr_delete still works through them after destroy).
- * Errors: as ordo_opr_push.
+ * Errors: as ordo_opr_push; NO_MEMORY also when 262,144 prepared ops of the engine are alive
+ * (created and not yet deleted), the most one engine holds.
  */
 ORDO_API ordo_status ordo_opr_new(ordo_engine* e, ordo_fn fn, void* user_data,
                                   const ordo_var* const_vars, size_t num_const,
@@ -512,9 +513,12 @@ ORDO_API ordo_status ordo_exec_get_info(const ordo_exec* exec, ordo_exec_info* i
  * which engines are on its stack. */
 
 /**
- * Blocks until every op pushed before this call that reads or mutates v has completed.
- * The wait is ordered on v like a write: readers of v pushed after the call start only once the
- * ops before it have finished (never later than that).
+ * Blocks until every op pushed before this call that reads or mutates v has completed, and
+ * orders nothing: ops pushed after the call run as if it had not been made (a reader of v pushed
+ * after it runs beside the readers pushed before it), and the wait does not wait for them.
+ * While one thread's wait on v is in progress, a second concurrent wait on the same v is ordered
+ * like a write instead (readers of v pushed after that second call start once the ops before it
+ * have finished); its result is the same.
  * Returns ORDO_ERR_OP_FAILED if v is then in an error state (the message names the failing op,
  * its code and message; ordo_var_get_error gives the code). Called from inside an op of the
  * same engine it returns ORDO_ERR_WOULD_DEADLOCK at once instead of waiting (the op itself, or
@@ -526,7 +530,7 @@ ORDO_API ordo_status ordo_wait_for_var(ordo_engine* e, ordo_var v);
 /** As ordo_wait_for_var, giving up after timeout_ns nanoseconds with ORDO_ERR_TIMEOUT. Results
  *  are unaffected. A timeout of 0 is a poll: it looks at v and returns (OK, OP_FAILED or
  *  TIMEOUT), leaving nothing behind, allocating nothing and never sleeping. Any other timeout
- *  that expires leaves the abandoned wait's marker ordered on v (as described above) until the
+ *  that expires leaves the abandoned wait on v, ordering nothing (as described above), until the
  *  ops before it finish. A timeout above 2^60 ns (about 36 years) means no timeout. */
 ORDO_API ordo_status ordo_wait_for_var_timeout(ordo_engine* e, ordo_var v, uint64_t timeout_ns);
 

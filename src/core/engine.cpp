@@ -90,6 +90,7 @@ struct Waiter {
   std::mutex mutex;
   std::condition_variable cv;
   bool done = false;
+  bool mark_ran = false;  // the engine's: the wait mark's op ran once (var_slot.h, "Wait marks")
   int32_t code = 0;
   char text[ErrorRecord::kTextMax] = {};
 
@@ -292,11 +293,11 @@ ordo_status Engine::var_new(ordo_var* out) {
 }
 
 ordo_status Engine::var_delete(ordo_var v) {
-  return push_internal(OpKind::kDeleteVar, v, true, nullptr);
+  return push_internal(OpKind::kDeleteVar, v, VarLink::kWriteBit, nullptr);
 }
 
 ordo_status Engine::var_clear_error(ordo_var v) {
-  return push_internal(OpKind::kClearError, v, true, nullptr);
+  return push_internal(OpKind::kClearError, v, VarLink::kWriteBit, nullptr);
 }
 
 ordo_status Engine::var_get_error(ordo_var h, int32_t* code, char* buf, size_t cap) {
@@ -370,11 +371,11 @@ ordo_status Engine::push(const OpSpec& spec, const ordo_var* const_vars, size_t 
   return push_resolved(spec, group, refs.data(), refs.size());
 }
 
-ordo_status Engine::push_internal(OpKind kind, ordo_var v, bool write, void* internal) {
+ordo_status Engine::push_internal(OpKind kind, ordo_var v, uintptr_t access, void* internal) {
   VarRefs refs;
-  ordo_status s = write ? refs.collect(vars_, tag_, nullptr, 0, &v, 1)
-                        : refs.collect(vars_, tag_, &v, 1, nullptr, 0);
+  ordo_status s = refs.collect(vars_, tag_, nullptr, 0, &v, 1);
   if (s) return s;
+  refs[0].access = static_cast<uint8_t>(access);
   OpSpec spec;
   spec.kind = kind;
   spec.internal = internal;
@@ -669,7 +670,7 @@ ordo_status Engine::enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* r
   LinkCursor links(op);
   for (size_t i = 0; i < n; ++i) {
     VarLink& l = links.next();
-    l.set(refs[i].slot, refs[i].write);
+    l.set(refs[i].slot, refs[i].access);
     if (refs[i].slot->arrive(&l)) ++granted;
   }
   if (deleting) {
@@ -707,7 +708,12 @@ ordo_status Engine::prepared_new(const OpSpec& spec, const ordo_var* const_vars,
   }
   std::vector<VarRef> stored(refs.data(), refs.data() + refs.size());
   PreparedOp* p = prepared_.allocate();
-  if (!p) return fail(ORDO_ERR_NO_MEMORY, "ordo_opr_new: no room for another prepared op");
+  if (!p) {
+    return fail(ORDO_ERR_NO_MEMORY,
+                "ordo_opr_new: no room for another prepared op (%u alive is the most one engine "
+                "holds; or memory ran out)",
+                PreparedTable::kMaxOps);
+  }
   p->fn = spec.fn;
   p->user_data = spec.user_data;
   p->free_fn = spec.free_fn;
@@ -792,6 +798,14 @@ void Engine::execute(OpBlock* op, Worker* self) {
   BusyScope busy(this);
   switch (op->kind) {
     case OpKind::kWaitSignal: {
+      VarLink& l = op->link(0);
+      auto* waiter = static_cast<Waiter*>(op->internal);
+      if (l.mark() && !waiter->mark_ran) {
+        // Granted: fire now if nothing older is active, else the last older reader to complete
+        // runs this op again (finalize, `fired`) and it fires then.
+        waiter->mark_ran = true;
+        if (!l.var()->mark_run()) return;
+      }
       Waiter* w = collect_wait_result(op);
       internal_completed_.fetch_add(1, std::memory_order_relaxed);
       // Release the var before waking the waiter: a wait that returns must leave the var idle
@@ -903,8 +917,9 @@ void Engine::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
     const bool write = l.write();
     if (failure && write) v->set_error(failure);
     if (op->kind == OpKind::kClearError) v->set_error(nullptr);
-    VarLink* granted = v->complete(write);
-    settle_grants(granted, chain_ready);
+    const VarSlot::Completion done = v->complete(l);
+    settle_grants(done.granted, chain_ready);
+    if (__builtin_expect(done.fired != nullptr, 0)) chain_ready(done.fired->op());
     if (op->kind == OpKind::kDeleteVar) vars_.reclaim(v);
   }
   ErrorRecord::release(failure);
@@ -1198,11 +1213,11 @@ ordo_status Engine::wait_for_all(const uint64_t* timeout_ns) {
   return s;
 }
 
-// ordo_wait_for_var_timeout(v, 0): looks at the var instead of queueing a marker on it, so a poll
-// leaves nothing behind (a marker that timed out would stay ordered on v like a write, holding
-// back the readers pushed after it), allocates nothing and never sleeps.
+// ordo_wait_for_var_timeout(v, 0): looks at the var instead of queueing a wait mark on it, so a
+// poll leaves nothing behind (not even a mark, which orders nothing but stays until the ops before
+// it finish), allocates nothing and never sleeps.
 ordo_status Engine::poll_var(ordo_var h) {
-  // As a wait that queues a marker: refused once destroy has begun.
+  // As a wait that queues a mark: refused once destroy has begun.
   if (shutting_down()) return refuse_push(ORDO_ERR_SHUTDOWN);
   VarRefs refs;
   if (ordo_status s = refs.collect(vars_, tag_, nullptr, 0, &h, 1)) return s;
@@ -1226,8 +1241,9 @@ ordo_status Engine::wait_for_var(ordo_var v, const uint64_t* timeout_ns) {
   timeout_ns = finite_or_null(timeout_ns);
   if (timeout_ns && *timeout_ns == 0) return poll_var(v);
   auto* w = new Waiter();
-  // Ordered like a write, so it also waits for earlier readers (a read would overlap them).
-  if (ordo_status s = push_internal(OpKind::kWaitSignal, v, true, w)) {
+  // A read, the wait mark (var_slot.h): it waits for the readers before it as well, and holds up
+  // nothing after it.
+  if (ordo_status s = push_internal(OpKind::kWaitSignal, v, VarLink::kMarkBit, w)) {
     delete w;
     return s;
   }

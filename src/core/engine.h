@@ -112,7 +112,8 @@ class Engine {
 
   ordo_status enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* ready);
   ordo_status push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n);
-  ordo_status push_internal(OpKind kind, ordo_var v, bool write, void* internal);
+  // `access`: VarLink::kWriteBit, or kMarkBit for ordo_wait_for_var's mark.
+  ordo_status push_internal(OpKind kind, ordo_var v, uintptr_t access, void* internal);
   void throttle(PushLane* lane);
   void finish_prepared(PreparedOp* p);
   void wait_for_window(int64_t low);

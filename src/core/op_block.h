@@ -24,17 +24,24 @@ struct ErrorRecord;
 // and the next push of the block takes back. 16-byte aligned: the var's state word keeps flags in
 // a link address's low four bits.
 struct alignas(16) VarLink {
-  static constexpr uintptr_t kWriteBit = 1;  // in var_bits: var slots are 64-byte aligned
+  // Flags in var_bits, below the VarSlot* (var slots are 64-byte aligned).
+  static constexpr uintptr_t kWriteBit = 1;  // a mutable access
+  static constexpr uintptr_t kEpochBit = 2;  // a read: the var's read epoch when it arrived
+  static constexpr uintptr_t kMarkBit = 4;   // a read that is ordo_wait_for_var's mark
+  static constexpr uintptr_t kFlagBits = 63;
 
   // While waiting: the next (younger) access in the var's queue, written by the pusher of that
   // access, possibly just after the processor has started looking (it then waits for it).
   // Once granted: the chain of grants that complete() returns.
   std::atomic<VarLink*> next;
-  uintptr_t var_bits;  // the VarSlot*, with kWriteBit set for a mutable access
+  uintptr_t var_bits;  // the VarSlot*, with the flags above
 
-  VarSlot* var() const { return reinterpret_cast<VarSlot*>(var_bits & ~kWriteBit); }
+  VarSlot* var() const { return reinterpret_cast<VarSlot*>(var_bits & ~kFlagBits); }
   bool write() const { return (var_bits & kWriteBit) != 0; }
-  void set(VarSlot* v, bool w) { var_bits = reinterpret_cast<uintptr_t>(v) | (w ? kWriteBit : 0); }
+  bool mark() const { return (var_bits & kMarkBit) != 0; }
+  uintptr_t epoch() const { return var_bits & kEpochBit; }
+  // `access`: kWriteBit for a mutable access (a bool converts), kMarkBit for a wait mark.
+  void set(VarSlot* v, uintptr_t access) { var_bits = reinterpret_cast<uintptr_t>(v) | access; }
   inline OpBlock* op() const;  // from the LinkLine that holds the link
 };
 
@@ -56,7 +63,7 @@ inline OpBlock* VarLink::op() const {
 enum class OpKind : uint8_t {
   kUser,        // a pushed callback
   kPrepared,    // a push of a prepared op (user_data/free_fn belong to the prepared op)
-  kWaitSignal,  // ordo_wait_for_var: ordered like a writer; wakes the waiting thread
+  kWaitSignal,  // ordo_wait_for_var: its wait mark (var_slot.h), or a write; wakes the waiter
   kClearError,  // ordo_var_clear_error: a writer that clears the var's error
   kDeleteVar,   // ordo_var_delete: a writer after which the var slot is reclaimed
 };

@@ -81,7 +81,7 @@ ordo_status VarRefs::sort_and_merge() {
   while (out < size_ && r[out].slot != r[out - 1].slot) ++out;
   for (size_t i = out; i < size_; ++i) {
     if (r[out - 1].slot == r[i].slot && r[out - 1].gen == r[i].gen) {
-      r[out - 1].write = r[out - 1].write || r[i].write;
+      r[out - 1].access |= r[i].access;  // a write in either makes it a write
     } else {
       r[out++] = r[i];  // same slot, other generation: one is stale, caught under the lock
     }

@@ -28,8 +28,8 @@ namespace ordo {
 
 struct VarRef {
   VarSlot* slot;
-  uint32_t gen;  // from the handle; checked against the slot under its push lock
-  bool write;
+  uint32_t gen;    // from the handle; checked against the slot under its push lock
+  uint8_t access;  // the VarLink flags of the access: kWriteBit, or kMarkBit for a wait mark
 };
 
 class VarRefs {
@@ -91,13 +91,14 @@ class VarRefs {
   // forwarded from the store buffer (perf: a ~12-cycle stall per ref, 22% of collect()).
   static void store(VarRef* r, VarSlot* slot, uint32_t gen, bool write) {
 #if defined(__SSE2__)
-    static_assert(offsetof(VarRef, gen) == 8 && offsetof(VarRef, write) == 12, "VarRef layout");
-    uint64_t meta = gen | (uint64_t{write} << 32);  // gen at byte 8, write at byte 12
+    static_assert(offsetof(VarRef, gen) == 8 && offsetof(VarRef, access) == 12, "VarRef layout");
+    static_assert(VarLink::kWriteBit == 1, "a write's access is the bool");
+    uint64_t meta = gen | (uint64_t{write} << 32);  // gen at byte 8, access at byte 12
     _mm_storeu_si128(reinterpret_cast<__m128i*>(r),
                      _mm_set_epi64x(static_cast<long long>(meta),
                                     static_cast<long long>(reinterpret_cast<uintptr_t>(slot))));
 #else
-    *r = VarRef{slot, gen, write};
+    *r = VarRef{slot, gen, static_cast<uint8_t>(write)};
 #endif
   }
   // Whether no slot appears twice (for short lists: every pair compared).

@@ -3,13 +3,15 @@
 // Pushers and workers run on different cores, and every cache line both of them write crosses
 // between cores (about 100 ns here). So the slot is split by who writes what:
 //
-//   line 0, written by pushers:  push_lock, live, gen  and  `word`, one atomic 64-bit state
+//   line 0, written by pushers:  push_lock, live, gen, read_epoch  and  `word`, one atomic
+//                                64-bit state
 //   line 1, written by workers:  the private FIFO (fifo_head..fifo_tail) and the error state
 //
 // `word` packs the var's whole shared state so that one CAS changes it:
 //   bits 0-1   mode: kIdle (nothing active or waiting), kShared (only readers active, nothing
 //              waiting: a new reader joins at once), kOwned (anything else)
 //   bit  2     kWriter: a writer is active (kOwned only)
+//   bit  3     kSplit: a granted wait mark is counting down the readers older than it
 //   bits 4-47  the inbox: the youngest waiting VarLink of the current inbox generation (links
 //              are 16-byte aligned, and user-space addresses on x86-64 and arm64 Linux fit in
 //              48 bits)
@@ -33,6 +35,23 @@
 //
 // A granted access must still decrement its op's wait counter; complete() returns the granted
 // links chained through `next`, and settle_grants() does the decrements.
+//
+// Wait marks (ordo_wait_for_var). A wait must return once every access pushed before it has
+// completed, and must order nothing after it (SPEC 2.3): a reader pushed after the wait runs
+// beside the readers pushed before it. So the wait's mark is a *read* access (a link with
+// kMarkBit), granted with the readers around it so that it never holds up a later reader, that
+// is not released when it is granted but once the readers older than it in its group have
+// completed. Those are told apart from the younger ones by the read epoch: the mark flips
+// `read_epoch` as it arrives, and every access records the epoch it arrived in, in its link.
+// When the mark is granted (at once if only readers are active, or by the processor together
+// with the queued readers around it), kSplit is set and wait_mark_count holds the older readers
+// still active, plus one for the mark's own run; every older reader that completes while kSplit
+// is set counts it down, and whoever takes it to zero ends the split and fires the mark
+// (complete() returns it as `fired`). Everything older than a granted mark has completed except
+// those readers (a group is granted only once nothing is active), so the count is exact. One
+// mark per var at a time: while one is outstanding, a second wait's link arrives as a write
+// (correct, but it does hold later readers behind it). What the others pay: an arrival ORs the
+// epoch into its link, and a reader's completion tests kSplit in the word it has just CASed.
 #pragma once
 
 #include <atomic>
@@ -51,11 +70,20 @@ struct alignas(64) VarSlot {
   static constexpr uint64_t kShared = 1;
   static constexpr uint64_t kOwned = 2;
   static constexpr uint64_t kWriter = 4;
+  static constexpr uint64_t kSplit = 8;
   static constexpr uint64_t kInboxMask = 0x0000FFFFFFFFFFF0ull;
   static constexpr int kCountShift = 48;
   static constexpr uint64_t kOneReader = uint64_t{1} << kCountShift;
   static constexpr uint64_t kMaxReaders = 0xFFFF;
-  static_assert(alignof(VarLink) > (kModeMask | kWriter), "flags fit below a link's alignment");
+  static_assert(alignof(VarLink) > (kModeMask | kWriter | kSplit),
+                "flags fit below a link's alignment");
+
+  // What complete() hands back: the accesses it granted (chained through `next`), and a wait
+  // mark that this completion released (its op must now run again, and fires).
+  struct Completion {
+    VarLink* granted;
+    VarLink* fired;
+  };
 
   // --- line 0: pushers ---
   SpinLock push_lock;  // orders pushers (two-phase locking across an op's vars); never workers
@@ -64,18 +92,32 @@ struct alignas(64) VarSlot {
   uint32_t index = 0;
   std::atomic<uint64_t> word{0};
   VarLink* inbox_oldest = nullptr;  // the first link of the current inbox generation
+  // 0 or VarLink::kEpochBit: flipped by each wait mark's arrival, under push_lock; read there by
+  // every arrival, and by an older reader's completion (after seeing kSplit, whose setting the
+  // flip happened before; the next flip waits for that reader).
+  std::atomic<uintptr_t> read_epoch{0};
 
   // --- line 1: the processor (the thread completing the last active access) ---
   alignas(64) VarLink* fifo_head = nullptr;
   VarLink* fifo_tail = nullptr;
   std::atomic<ErrorRecord*> error{nullptr};  // set by writers at completion, under error_lock
   SpinLock error_lock;                       // also taken by ordo_var_get_error
+  // The outstanding wait mark (set by its pusher, under push_lock; cleared when it fires) and,
+  // once it is granted, what it still waits for (see "Wait marks"). Signed: an older reader
+  // may count down before the mark's grant has added its share.
+  std::atomic<VarLink*> wait_mark{nullptr};
+  std::atomic<int64_t> wait_mark_count{0};
 
   // Whether the handle generation `g` still names this var (caller holds push_lock).
   bool named_by(uint32_t g) const { return live && gen == g; }
 
   // Adds an access (caller holds push_lock). True when it is granted at once.
   bool arrive(VarLink* l) {
+    if (__builtin_expect(l->mark(), 0)) {
+      MarkArrival a = arrive_mark(l);
+      if (a != kMarkBusy) return a == kMarkGranted;  // else it is now a write, arriving below
+    }
+    l->var_bits |= read_epoch.load(std::memory_order_relaxed);
     l->next.store(nullptr, std::memory_order_relaxed);
     // Acquire: a processor reads inbox_oldest before the CAS that empties the inbox; seeing that
     // CAS orders our write of inbox_oldest after its read.
@@ -103,11 +145,20 @@ struct alignas(64) VarSlot {
     }
   }
 
-  // Completes one access; returns the links granted as a result (chained through `next`).
-  VarLink* complete(bool write) {
-    if (write) {
-      if (fifo_head && fifo_head->write()) return pop();  // the writer's grant passes straight on
-      return process(true);
+  // The mark's op runs once its read is granted: true when nothing older is active any more
+  // (the split is then over and the op fires now); false when an older reader will fire it.
+  bool mark_run() {
+    if (wait_mark_count.fetch_sub(1, std::memory_order_acq_rel) != 1) return false;
+    end_split();
+    return true;
+  }
+
+  // Completes one access; returns the links granted as a result (chained through `next`) and a
+  // wait mark it released.
+  Completion complete(const VarLink& l) {
+    if (l.write()) {
+      if (fifo_head && fifo_head->write()) return {pop(), nullptr};  // the grant passes on
+      return {process(true), nullptr};
     }
     uint64_t w = word.load(std::memory_order_relaxed);
     for (;;) {
@@ -119,8 +170,13 @@ struct alignas(64) VarSlot {
       }
       if (word.compare_exchange_weak(w, next, std::memory_order_acq_rel,
                                      std::memory_order_relaxed)) {
+        // A reader older than a granted mark (which is active: this is not the last reader).
+        if (__builtin_expect((w & kSplit) != 0, 0) &&
+            l.epoch() != read_epoch.load(std::memory_order_relaxed)) {
+          return {nullptr, older_reader_done()};
+        }
         bool last = (next & kModeMask) == kOwned && (next >> kCountShift) == 0;
-        return last ? process(false) : nullptr;
+        return {last ? process(false) : nullptr, nullptr};
       }
     }
   }
@@ -140,6 +196,59 @@ struct alignas(64) VarSlot {
 
  private:
   static VarLink* inbox(uint64_t w) { return reinterpret_cast<VarLink*>(w & kInboxMask); }
+
+  enum MarkArrival { kMarkGranted, kMarkQueued, kMarkBusy };
+
+  // arrive() for a wait mark: granted at once, beside the active readers (all older than it);
+  // queued like any access; or busy: another wait's mark is outstanding, and the link was made
+  // a write, to arrive as one.
+  MarkArrival arrive_mark(VarLink* m) {
+    if (wait_mark.load(std::memory_order_acquire)) {
+      m->var_bits = reinterpret_cast<uintptr_t>(this) | VarLink::kWriteBit;
+      return kMarkBusy;
+    }
+    wait_mark.store(m, std::memory_order_relaxed);  // published by the CAS below (release)
+    const uintptr_t epoch = read_epoch.load(std::memory_order_relaxed) ^ VarLink::kEpochBit;
+    read_epoch.store(epoch, std::memory_order_relaxed);  // accesses after the mark: the other one
+    m->var_bits |= epoch;
+    m->next.store(nullptr, std::memory_order_relaxed);
+    uint64_t w = word.load(std::memory_order_acquire);
+    for (;;) {
+      const uint64_t mode = w & kModeMask;
+      const uint64_t active = w >> kCountShift;
+      if (mode == kIdle || (mode == kShared && active < kMaxReaders)) {
+        uint64_t next = (mode == kIdle ? (kShared | kOneReader) : w + kOneReader) | kSplit;
+        if (word.compare_exchange_weak(w, next, std::memory_order_acq_rel,
+                                       std::memory_order_acquire)) {
+          wait_mark_count.fetch_add(static_cast<int64_t>(active) + 1, std::memory_order_acq_rel);
+          return kMarkGranted;
+        }
+        continue;
+      }
+      VarLink* prev = inbox(w);
+      if (!prev) inbox_oldest = m;
+      uint64_t next = (w & ~(kInboxMask | kModeMask)) | kOwned | reinterpret_cast<uintptr_t>(m);
+      if (word.compare_exchange_weak(w, next, std::memory_order_acq_rel,
+                                     std::memory_order_acquire)) {
+        if (prev) prev->next.store(m, std::memory_order_release);
+        return kMarkQueued;
+      }
+    }
+  }
+
+  // A reader older than the granted mark completed: the mark fires when it was the last.
+  VarLink* older_reader_done() {
+    if (wait_mark_count.fetch_sub(1, std::memory_order_acq_rel) != 1) return nullptr;
+    return end_split();
+  }
+
+  // Nothing older than the mark is active: clear kSplit, then let the next wait add its mark.
+  VarLink* end_split() {
+    VarLink* m = wait_mark.load(std::memory_order_relaxed);
+    word.fetch_and(~kSplit, std::memory_order_acq_rel);
+    wait_mark.store(nullptr, std::memory_order_release);
+    return m;
+  }
 
   // Removes the FIFO head. The head's successor may still be in flight from its pusher.
   VarLink* pop() {
@@ -212,10 +321,12 @@ struct alignas(64) VarSlot {
     VarLink* granted = nullptr;
     VarLink* granted_tail = nullptr;
     uint64_t k = 0;
+    int64_t older_than_mark = -1;  // a wait mark among them: the readers granted before it
     uint64_t w;
     for (;;) {
       while (fifo_head && !fifo_head->write() && k < kMaxReaders) {
         VarLink* l = pop();
+        if (__builtin_expect(l->mark(), 0)) older_than_mark = static_cast<int64_t>(k);
         if (granted_tail) {
           granted_tail->next.store(l, std::memory_order_relaxed);
         } else {
@@ -238,6 +349,13 @@ struct alignas(64) VarSlot {
         append_segment(oldest, youngest);
       }
     }
+    // Nothing was active before this group, so the readers older than a mark in it are
+    // exactly those granted before it here; none of them runs before settle_grants(), later.
+    uint64_t split = 0;
+    if (__builtin_expect(older_than_mark >= 0, 0)) {
+      wait_mark_count.fetch_add(older_than_mark + 1, std::memory_order_acq_rel);
+      split = kSplit;
+    }
     for (;;) {
       uint64_t next;
       if (!fifo_head && !inbox(w)) {
@@ -245,7 +363,7 @@ struct alignas(64) VarSlot {
       } else {
         next = (holding_w ? (w & ~kWriter) : w) + (k << kCountShift);
       }
-      if (word.compare_exchange_weak(w, next, std::memory_order_acq_rel,
+      if (word.compare_exchange_weak(w, next | split, std::memory_order_acq_rel,
                                      std::memory_order_relaxed)) {
         return granted;
       }
