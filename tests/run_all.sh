@@ -19,6 +19,8 @@ echo "== internal: an op block's completion generations never wrap"
 "$build/tests/ordo_op_generations_test"
 echo "== internal: an engine's reference count never wraps"
 "$build/tests/ordo_engine_refs_test"
+echo "== internal: a failed create writes no trace"
+"$build/tests/ordo_failed_create_trace_test"
 
 echo "== heap allocations on the hot path"
 "$build/tests/ordo_alloc_test"

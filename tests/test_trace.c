@@ -6,6 +6,7 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -344,4 +345,118 @@ Test(trace, a_file_that_cannot_be_renamed_over_is_written_in_place) {
   umount(mounted);
   cr_assert_eq(check_trace(host, "events=1 name:through-the-mount=1"), 0,
                "the trace did not reach the mounted file");
+}
+
+/* A rewritten trace file keeps its permission bits (op names may be private: 0600 stayed 0600
+ * only for a new file before), and a file with another hard link is written in place, so that
+ * the other name sees the new trace instead of keeping the old one. */
+Test(trace, a_rewritten_file_keeps_its_mode_and_its_hard_links) {
+  char path[128], link_path[128];
+  snprintf(path, sizeof path, "%s", temp_path("private.json"));
+  snprintf(link_path, sizeof link_path, "%s", temp_path("private-link.json"));
+  FILE* f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fclose(f);
+  cr_assert_eq(chmod(path, 0600), 0);
+  ordo_engine* e = traced_engine(ORDO_ENGINE_POOLED, temp_path("unused.json"));
+  push_named(e, "private", 0, NULL, 0, NULL, 0);
+  ST(ordo_wait_for_all(e), ORDO_OK);
+  ST(ordo_engine_write_trace(e, path), ORDO_OK);
+  struct stat st;
+  cr_assert_eq(stat(path, &st), 0);
+  cr_assert_eq(st.st_mode & 07777, 0600, "mode %o after the rewrite", st.st_mode & 07777);
+
+  cr_assert_eq(link(path, link_path), 0, "%s", strerror(errno));
+  push_named(e, "second", 0, NULL, 0, NULL, 0);
+  ST(ordo_wait_for_all(e), ORDO_OK);
+  ST(ordo_engine_write_trace(e, path), ORDO_OK);
+  struct stat a, b;
+  cr_assert_eq(stat(path, &a), 0);
+  cr_assert_eq(stat(link_path, &b), 0);
+  cr_assert_eq(a.st_ino, b.st_ino, "the two names no longer share a file");
+  cr_assert_eq(check_trace(link_path, "events=2 name:second=1"), 0);
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}
+
+/* ordo_engine_write_trace to a FIFO nobody reads yet blocks in open; meanwhile
+ * ordo_engine_stats (documented lock-free for pushes, callable from ops) used to wait for it,
+ * since the writer held the row list's lock throughout. */
+typedef struct fifo_write {
+  ordo_engine* e;
+  const char* path;
+  atomic_int st;
+  atomic_int done;
+} fifo_write;
+
+static void* write_to_fifo(void* p) {
+  fifo_write* w = p;
+  atomic_store(&w->st, ordo_engine_write_trace(w->e, w->path));
+  atomic_store(&w->done, 1);
+  return NULL;
+}
+
+typedef struct stats_call {
+  ordo_engine* e;
+  atomic_int st;
+  atomic_int done;
+} stats_call;
+
+static void* call_stats(void* p) {
+  stats_call* c = p;
+  ordo_stats s;
+  memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  atomic_store(&c->st, ordo_engine_stats(c->e, &s));
+  atomic_store(&c->done, 1);
+  return NULL;
+}
+
+Test(trace, stats_do_not_wait_for_a_trace_being_written) {
+  char path[128];
+  snprintf(path, sizeof path, "%s", temp_path("slow.fifo"));
+  cr_assert_eq(mkfifo(path, 0600), 0, "%s", strerror(errno));
+  ordo_engine* e = traced_engine(ORDO_ENGINE_POOLED, temp_path("unused.json"));
+  push_named(e, "before-the-fifo", 0, NULL, 0, NULL, 0);
+  ST(ordo_wait_for_all(e), ORDO_OK);
+  fifo_write w = {.e = e, .path = path};
+  atomic_init(&w.st, -1);
+  atomic_init(&w.done, 0);
+  pthread_t writer;
+  cr_assert_eq(pthread_create(&writer, NULL, write_to_fifo, &w), 0);
+  tu_sleep_ms(100); /* the writer is blocked opening the FIFO by now */
+  stats_call c = {.e = e};
+  atomic_init(&c.st, -1);
+  atomic_init(&c.done, 0);
+  pthread_t caller;
+  cr_assert_eq(pthread_create(&caller, NULL, call_stats, &c), 0);
+  bool returned = tu_wait_eq(&c.done, 1, 2000);
+  int reader = open(path, O_RDONLY); /* lets the writer go on, whatever happened */
+  cr_assert_geq(reader, 0, "%s", strerror(errno));
+  char buf[4096];
+  while (read(reader, buf, sizeof buf) > 0) {
+  }
+  close(reader);
+  cr_assert_eq(pthread_join(writer, NULL), 0);
+  cr_assert_eq(pthread_join(caller, NULL), 0);
+  cr_assert(returned, "ordo_engine_stats waited for a trace being written to a FIFO");
+  ST(atomic_load(&c.st), ORDO_OK);
+  ST(atomic_load(&w.st), ORDO_OK);
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}
+
+/* Passing getenv("ORDO_TRACE") itself as trace_path is setting the field: the engine writes
+ * exactly that path (it used to be taken for the environment's, by pointer, and numbered). */
+Test(trace, a_config_path_equal_to_the_env_pointer_is_the_config_path) {
+  const char* path = temp_path("env-pointer.json");
+  cr_assert_eq(setenv("ORDO_TRACE", path, 1), 0);
+  ordo_engine* first = NULL;
+  ST(ordo_engine_create(NULL, &first), ORDO_OK); /* the environment's first engine */
+  ST(ordo_engine_destroy(first), ORDO_OK);
+  ordo_engine* e = traced_engine(ORDO_ENGINE_POOLED, getenv("ORDO_TRACE"));
+  unsetenv("ORDO_TRACE");
+  ordo_engine_config cfg;
+  ordo_engine_config_init(&cfg);
+  ST(ordo_engine_get_config(e, &cfg), ORDO_OK);
+  cr_assert_str_eq(cfg.trace_path, path);
+  ST(ordo_engine_destroy(e), ORDO_OK);
 }

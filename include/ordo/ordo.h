@@ -227,8 +227,13 @@ typedef struct ordo_engine_config {
                              set) the process's first engine so traced writes path.json, the
                              n-th path-n.json, so that none overwrites another's. Records are kept in memory per worker,
                              at most 1,048,576 per worker (more are counted as dropped). A
+                             deferred op's record ends when its callback returns, with the
+                             outcome "deferred": its completion (and a failure passed to
+                             ordo_complete) is not in the trace, only in ordo_engine_stats and
+                             the waits. A
                              trace that cannot be written at shutdown is reported on stderr;
-                             destroy still returns ORDO_OK and leaves the last error alone. */
+                             destroy still returns ORDO_OK and leaves the last error alone. An
+                             ordo_engine_create that fails writes no file. */
 } ordo_engine_config;
 
 /**
@@ -317,8 +322,11 @@ ORDO_API ordo_status ordo_engine_stats(ordo_engine* e, ordo_stats* out);
  * Writes the op records so far as Chrome trace JSON to `path` (the records are kept: the file
  * written at shutdown still has them all). A regular file is replaced whole, through a
  * temporary file beside it and a rename, so that a reader or another engine writing the same
- * path never sees half a trace; other paths (/dev/stdout, a FIFO, a symbolic link), and a file
- * in a folder where no temporary file can be made, are written directly. Op name bytes that are not UTF-8 are written as U+FFFD. Thread-safe; ops keep running meanwhile and those
+ * path never sees half a trace; the new file keeps the old one's permission bits (and its owner
+ * and group, where the process may set them). Other paths (/dev/stdout, a FIFO, a symbolic link,
+ * a file with other hard links, so that they keep seeing it), and a file in a folder where no
+ * temporary file can be made, are written directly. It holds no lock of the engine while it
+ * writes: ordo_engine_stats and new workers do not wait for a slow file. Op name bytes that are not UTF-8 are written as U+FFFD. Thread-safe; ops keep running meanwhile and those
  * that finish while it writes may or may not be in the file. Errors: INVALID_ARGUMENT (engine or
  * path NULL, path empty, or the file cannot be written: the message names the reason),
  * INVALID_STATE (tracing is off for this engine: set ordo_engine_config.trace_path or ORDO_TRACE),

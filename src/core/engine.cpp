@@ -219,7 +219,10 @@ Engine::~Engine() {
 }
 
 ordo_status Engine::start() {
-  if (cfg_.kind == ORDO_ENGINE_NAIVE) return ORDO_OK;  // every route stays inline
+  if (cfg_.kind == ORDO_ENGINE_NAIVE) {
+    started_ = true;
+    return ORDO_OK;  // every route stays inline
+  }
   groups_[kCpu] = std::make_unique<WorkerGroup>(this, "cpu", cfg_.cpu_threads);
   if (cfg_.kind == ORDO_ENGINE_POOLED) {
     for (auto& r : route_) r = groups_[kCpu].get();
@@ -232,6 +235,7 @@ ordo_status Engine::start() {
   if (groups_[kCpu]->ensure_started() != ORDO_OK) {
     return fail(ORDO_ERR_NO_MEMORY, "ordo_engine_create: could not start any worker thread");
   }
+  started_ = true;
   return ORDO_OK;
 }
 
@@ -247,7 +251,8 @@ void Engine::shutdown() {
     if (group) group->stop_and_join();
   }
   shut_down_ = true;
-  if (tracer_) {
+  // An engine whose create failed never existed for the caller: it must not replace the file.
+  if (tracer_ && started_) {
     KeepLastError keep;  // destroy returns ORDO_OK: the caller's message must survive it
     if (tracer_->write(tracer_->path().c_str()) != ORDO_OK) {
       // Destroy cannot fail for this, and the caller asked for the file: say so rather than lose

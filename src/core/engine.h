@@ -156,6 +156,7 @@ class Engine {
   const uint64_t uid_;
   EngineConfig cfg_;  // set in the constructor; trace_path then points into tracer_
   const int64_t throttle_check_every_;  // pushes of one lane between two looks at the window
+  bool started_ = false;                // start() succeeded: ordo_engine_create returned it
   std::unique_ptr<Tracer> tracer_;      // nullptr: tracing off
   VarTable vars_;
   OpPool pool_{this};

@@ -121,10 +121,12 @@ ordo_status resolve_engine_config(const ordo_engine_config* cfg, EngineConfig* o
   }
   out->kind = cfg->kind;
   const char* env_trace = std::getenv("ORDO_TRACE");
-  out->trace_path = (cfg->trace_path && *cfg->trace_path) ? cfg->trace_path
-                    : (env_trace && *env_trace)           ? env_trace
-                                                          : nullptr;
-  out->trace_from_env = out->trace_path && out->trace_path == env_trace;
+  const bool explicit_trace = cfg->trace_path && *cfg->trace_path;
+  out->trace_path = explicit_trace              ? cfg->trace_path
+                    : (env_trace && *env_trace) ? env_trace
+                                                : nullptr;
+  // By which field won, not by pointer: a caller may pass getenv("ORDO_TRACE") itself.
+  out->trace_from_env = !explicit_trace && out->trace_path;
   if (out->kind == ORDO_ENGINE_DEFAULT) {
     const char* s = std::getenv("ORDO_ENGINE");
     out->kind = ORDO_ENGINE_PER_DEVICE;

@@ -84,7 +84,7 @@ void put_event(std::FILE* f, uint64_t tid, const TraceRecord& r) {
 
 }  // namespace
 
-ordo_status write_chrome_trace(const std::vector<Tracer::Row>& rows, const char* path) {
+ordo_status write_chrome_trace(const std::vector<Tracer::RowView>& rows, const char* path) {
   TraceFile file;
   if (ordo_status st = file.open(path)) return st;
   std::FILE* f = file.stream();

@@ -27,17 +27,21 @@ std::string next_env_trace_path(const char* env_path) {
 
 namespace {
 
-// Whether `path` should be replaced by renaming a temporary file over it: it is a regular file,
-// or nothing is there yet.
-bool replace_by_rename(const char* path) {
-  struct stat st;
-  if (lstat(path, &st) != 0) return errno == ENOENT;
-  return S_ISREG(st.st_mode);
+// Whether `path` should be replaced by renaming a temporary file over it: nothing is there yet,
+// or a regular file with no other hard link (renaming over one would leave the other names
+// with the old trace). *existing: that file's status, for the replacement to keep.
+bool replace_by_rename(const char* path, struct stat* existing, bool* exists) {
+  *exists = lstat(path, existing) == 0;
+  if (!*exists) return errno == ENOENT;
+  return S_ISREG(existing->st_mode) && existing->st_nlink == 1;
 }
 
-// A new file beside `path` (the rename must not cross file systems), created with the mode an
-// fopen would give it (0666 less the umask, applied by the kernel).
-std::FILE* open_temp_beside(const std::string& path, std::string* temp) {
+// A new file beside `path` (the rename must not cross file systems). A new path gets the mode an
+// fopen would give it (0666 less the umask, applied by the kernel); a file it replaces keeps its
+// permission bits and, where this process may set them, its owner and group, as a write in
+// place would.
+std::FILE* open_temp_beside(const std::string& path, const struct stat* existing,
+                            std::string* temp) {
   static std::atomic<uint64_t> serial{0};
   for (int attempt = 0; attempt < 8; ++attempt) {
     *temp = path + ".tmp-" + std::to_string(getpid()) + "-" +
@@ -46,6 +50,16 @@ std::FILE* open_temp_beside(const std::string& path, std::string* temp) {
     if (fd < 0) {
       if (errno == EEXIST) continue;
       return nullptr;
+    }
+    if (existing) {
+      if (fchown(fd, existing->st_uid, existing->st_gid) != 0) {
+        // Not ours to give away (an unprivileged caller): the file stays the caller's.
+      }
+      if (fchmod(fd, existing->st_mode & 07777) != 0) {
+        close(fd);
+        unlink(temp->c_str());
+        return nullptr;  // written in place instead, which keeps the mode
+      }
     }
     std::FILE* f = fdopen(fd, "w");
     if (!f) {
@@ -88,7 +102,11 @@ TraceFile::~TraceFile() {
 
 ordo_status TraceFile::open(const char* path) {
   path_ = path;
-  if (replace_by_rename(path)) f_ = open_temp_beside(path_, &temp_);
+  struct stat existing;
+  bool exists = false;
+  if (replace_by_rename(path, &existing, &exists)) {
+    f_ = open_temp_beside(path_, exists ? &existing : nullptr, &temp_);
+  }
   if (!f_) {  // not a regular file, or no temporary file could be made beside it
     temp_.clear();
     f_ = std::fopen(path, "w");

@@ -55,8 +55,13 @@ uint64_t Tracer::dropped() const {
 }
 
 ordo_status Tracer::write(const char* path) const {
-  std::lock_guard<std::mutex> g(rows_mutex_);
-  return write_chrome_trace(rows_, path);
+  std::vector<RowView> rows;
+  {
+    std::lock_guard<std::mutex> g(rows_mutex_);
+    rows.reserve(rows_.size());
+    for (const Row& r : rows_) rows.push_back(RowView{r.label, r.buffer.get()});
+  }
+  return write_chrome_trace(rows, path);
 }
 
 }  // namespace ordo

@@ -24,6 +24,11 @@ class Tracer {
     std::string label;  // "cpu worker 0", "callers"
     std::unique_ptr<TraceBuffer> buffer;
   };
+  // A row as the writer sees it: buffers never move and live as long as the tracer.
+  struct RowView {
+    std::string label;
+    const TraceBuffer* buffer;
+  };
 
   explicit Tracer(const char* path);
 
@@ -40,7 +45,8 @@ class Tracer {
   uint64_t records() const;
   uint64_t dropped() const;
   // Writes every record so far as Chrome trace JSON. INVALID_ARGUMENT when the file cannot be
-  // written (the message names it and says why).
+  // written (the message names it and says why). Holds no lock while it writes: a slow file (a
+  // FIFO nobody reads yet) must not hold up ordo_engine_stats or a worker starting.
   ordo_status write(const char* path) const;
 
  private:
@@ -56,6 +62,6 @@ class Tracer {
 // Monotonic nanoseconds (CLOCK_MONOTONIC).
 uint64_t monotonic_ns();
 // Writes the rows as Chrome trace JSON to `path` (see chrome_trace.cpp).
-ordo_status write_chrome_trace(const std::vector<Tracer::Row>& rows, const char* path);
+ordo_status write_chrome_trace(const std::vector<Tracer::RowView>& rows, const char* path);
 
 }  // namespace ordo
