@@ -91,16 +91,19 @@ class Model {
   }
 
   // ordo_wait_for_var (a timeout other than 0): it waits for every earlier op on the var, like a
-  // write. It is the var's wait mark, which later readers do not follow, unless another wait's
-  // mark on the var has not fired yet: then it is ordered like a write (var_slot.h).
+  // write. It is a wait mark, which later readers do not follow, unless another wait's mark on
+  // the var has not fired yet and something was pushed on the var since (else it joins that
+  // mark, which waits for the same ops): then it is ordered like a write (var_slot.h).
   int push_wait(int var) {
+    auto outstanding_mark = [&](int node) {
+      const Node& n = nodes_[node];
+      return n.kind == NodeKind::kWait && n.mark && n.state != Node::kDone;
+    };
     bool busy = false;
-    for (const auto& h : vars_[var].history) {
-      const Node& n = nodes_[h.first];
-      if (n.kind == NodeKind::kWait && n.mark && n.state != Node::kDone) busy = true;
-    }
+    for (const auto& h : vars_[var].history) busy = busy || outstanding_mark(h.first);
+    bool joins = busy && outstanding_mark(vars_[var].history.back().first);
     int id = add_node(NodeKind::kWait, {{var, true}}, Behaviour::kReturn, 0, 0);
-    if (!busy) {
+    if (!busy || joins) {
       nodes_[id].mark = true;
       vars_[var].history.back().second = false;  // later readers do not follow it
     }

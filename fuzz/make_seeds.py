@@ -112,6 +112,22 @@ def api_burst(extra_ops=0, behaviour=RETURN, code=CODE_OK, child_code=CODE_OK, r
 
 
 API = {
+    # wait marks: expired waits on a var a deferred reader holds; a second one joins the first
+    # (readers pushed after both still run), one after a reader is ordered like a write
+    "naive-expired-waits-join": [NAIVE] + api_var_new()
+    + api_push(const=[LIVE(0)], behaviour=DEFER_LATER)
+    + api_wait_var(LIVE(0), how=0x10) + api_wait_var(LIVE(0), how=0x12)
+    + api_push(const=[LIVE(0)]) + api_push(mutable=[LIVE(0)])
+    + api_complete() + api_wait_all(),
+    "naive-expired-wait-then-reader-then-wait": [NAIVE] + api_var_new()
+    + api_push(const=[LIVE(0)], behaviour=DEFER_LATER)
+    + api_wait_var(LIVE(0), how=0x10) + api_push(const=[LIVE(0)])
+    + api_wait_var(LIVE(0), how=0x10) + api_push(const=[LIVE(0)])
+    + api_complete() + api_wait_all(),
+    "pooled-expired-waits-join": [POOLED] + api_var_new()
+    + api_push(const=[LIVE(0)], behaviour=DEFER_LATER)
+    + api_wait_var(LIVE(0), how=0x10) + api_wait_var(LIVE(0), how=0x10)
+    + api_push(const=[LIVE(0)], behaviour=GET_INFO) + api_complete() + api_wait_all(),
     "naive-failure-propagates": [NAIVE] + api_var_new() * 2
     + api_push(mutable=[LIVE(0)], code=CODE_42)
     + api_push(const=[LIVE(0)], mutable=[LIVE(1)])

@@ -694,6 +694,45 @@ Test(wait, a_timed_out_wait_does_not_order_later_readers) {
   }
 }
 
+/* The same with a thread that polls with short timeouts: each expired wait leaves its mark
+ * behind, and the next wait, finding it outstanding, was pushed as a write (one mark per var):
+ * from the second expired wait on, a reader pushed after them waited for the reader before
+ * (found by review). A wait with nothing pushed on the var since the outstanding mark now joins
+ * it, and the joined waits return together once the ops before them are done. */
+Test(wait, repeated_timed_out_waits_do_not_order_later_readers) {
+  for (int k = 0; k < TU_NUM_THREADED_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_threaded_kinds[k]);
+    ordo_var v = new_var(e);
+    hold_ctx r;
+    memset(&r, 0, sizeof r);
+    ST(ordo_opr_push(e, hold_fn, &r, &v, 1, NULL, 0, NULL), ORDO_OK);
+    cr_assert(tu_wait_eq(&r.started, 1, 5000), "%s: the first reader never ran",
+              tu_kind_name(g_kind));
+    for (int i = 0; i < 4; ++i) ST(ordo_wait_for_var_timeout(e, v, TU_MS_NS(2)), ORDO_ERR_TIMEOUT);
+    ST(ordo_opr_push(e, release_fn, &r, &v, 1, NULL, 0, NULL), ORDO_OK);
+    ST(ordo_wait_for_var_timeout(e, v, TU_MS_NS(10000)), ORDO_OK);
+    cr_assert_eq(atomic_load(&r.released_in_time), 1,
+                 "%s: a reader pushed after 4 timed-out waits could not run beside the reader "
+                 "pushed before them",
+                 tu_kind_name(g_kind));
+    /* And the other way round: a writer pushed after them still waits for the reader. */
+    memset(&r, 0, sizeof r);
+    ST(ordo_opr_push(e, hold_fn, &r, &v, 1, NULL, 0, NULL), ORDO_OK);
+    cr_assert(tu_wait_eq(&r.started, 1, 5000), "%s", tu_kind_name(g_kind));
+    for (int i = 0; i < 3; ++i) ST(ordo_wait_for_var_timeout(e, v, TU_MS_NS(2)), ORDO_ERR_TIMEOUT);
+    atomic_int wrote;
+    atomic_init(&wrote, 0);
+    ST(ordo_opr_push(e, tu_count_fn, &wrote, NULL, 0, &v, 1, NULL), ORDO_OK);
+    tu_sleep_ms(20);
+    cr_assert_eq(atomic_load(&wrote), 0, "%s: a writer overtook a running reader",
+                 tu_kind_name(g_kind));
+    atomic_store(&r.release, 1);
+    ST(ordo_wait_for_var(e, v), ORDO_OK);
+    cr_assert_eq(atomic_load(&wrote), 1, "%s", tu_kind_name(g_kind));
+    destroy_engine(e);
+  }
+}
+
 /* While a thread waits on a var that readers hold, a reader pushed after the wait starts at once
  * (beside them), and the wait returns once the readers before it are done, not waiting for the
  * one after it. `queued_first`: the readers and the wait queue behind a writer first (the wait is

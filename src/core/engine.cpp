@@ -20,6 +20,21 @@
 
 namespace ordo {
 
+// The thread blocked in ordo_wait_for_var, and what it learns. Shared by the waiting thread and
+// the signal op: a timed-out waiter leaves, and the op still finds it alive.
+struct Waiter : WaitJoiner {
+  std::atomic<int32_t> refs{2};
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+  bool mark_ran = false;  // the engine's: the wait mark's op ran once (var_slot.h, "Wait marks")
+  int32_t code = 0;
+  char text[ErrorRecord::kTextMax] = {};
+  void drop() {
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+};
+
 namespace {
 
 // Timeouts beyond this (about 31 years) mean "forever": adding them to the clock would overflow.
@@ -83,22 +98,6 @@ ORDO_HOT_TLS Helper* tls_helper = nullptr;
 // Completions a helping pusher runs between two looks at the pending count.
 constexpr uint32_t kHelpCheckEvery = 64;
 
-// The thread blocked in ordo_wait_for_var, and what it learns. Shared by the waiting thread and
-// the signal op: a timed-out waiter leaves, and the op still finds it alive.
-struct Waiter {
-  std::atomic<int32_t> refs{2};
-  std::mutex mutex;
-  std::condition_variable cv;
-  bool done = false;
-  bool mark_ran = false;  // the engine's: the wait mark's op ran once (var_slot.h, "Wait marks")
-  int32_t code = 0;
-  char text[ErrorRecord::kTextMax] = {};
-
-  void drop() {
-    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
-  }
-};
-
 ErrorRecord* first_error_of(OpBlock* op) {
   // Safe without a lock: the op holds a grant on each var, and errors change only when the
   // holder of a write grant completes, which excludes ours.
@@ -119,13 +118,25 @@ Waiter* collect_wait_result(OpBlock* op) {
   return w;
 }
 
-void wake_waiter(Waiter* w) {
+void wake_one(Waiter* w) {
   {
     std::lock_guard<std::mutex> g(w->mutex);
     w->done = true;
   }
   w->cv.notify_all();
   w->drop();
+}
+
+// Wakes the waiter and the waits that joined its mark (`joined`), with what it learned.
+void wake_waiter(Waiter* w, WaitJoiner* joined) {
+  while (joined) {
+    auto* j = static_cast<Waiter*>(joined);
+    joined = joined->next_joiner;
+    j->code = w->code;
+    std::memcpy(j->text, w->text, sizeof j->text);
+    wake_one(j);
+  }
+  wake_one(w);
 }
 
 // Runs the user's callback; returns the failure it caused (nullptr when it succeeded or
@@ -811,12 +822,14 @@ void Engine::execute(OpBlock* op, Worker* self) {
         waiter->mark_ran = true;
         if (!l.var()->mark_run()) return;
       }
+      // Waits that joined the mark: taken before the mark's read is released below.
+      WaitJoiner* joined = l.mark() ? l.var()->take_fired_joiners() : nullptr;
       Waiter* w = collect_wait_result(op);
       internal_completed_.fetch_add(1, std::memory_order_relaxed);
       // Release the var before waking the waiter: a wait that returns must leave the var idle
       // behind it, or an immediate wait_for_var_timeout(v, 0) would find this op still there.
       finalize(op, nullptr, self);
-      wake_waiter(w);
+      wake_waiter(w, joined);
       return;
     }
     case OpKind::kClearError:
@@ -1237,6 +1250,22 @@ ordo_status Engine::poll_var(ordo_var h) {
   return ORDO_OK;
 }
 
+// A wait with nothing pushed on the var since its outstanding wait mark waits for exactly what
+// that mark waits for: it joins it (*joined) instead of pushing a second mark, which would have
+// to be ordered like a write (var_slot.h). So a thread that polls with short timeouts, whose
+// expired waits leave their marks behind, orders nothing either. Too late (the mark fired while
+// we looked): *joined stays false, and the caller pushes a mark of its own.
+ordo_status Engine::join_wait_mark(ordo_var h, Waiter* w, bool* joined) {
+  if (shutting_down()) return refuse_push(ORDO_ERR_SHUTDOWN);  // as the push would
+  VarRefs refs;
+  if (ordo_status s = refs.collect(vars_, tag_, nullptr, 0, &h, 1)) return s;
+  VarSlot* v = refs[0].slot;
+  SpinGuard g(v->push_lock);  // no arrival while we look
+  if (!v->named_by(refs[0].gen)) return stale_var(tag_, refs[0]);
+  *joined = v->join_mark(w);
+  return ORDO_OK;
+}
+
 ordo_status Engine::wait_for_var(ordo_var v, const uint64_t* timeout_ns) {
   if (called_from_inside()) {
     return fail(ORDO_ERR_WOULD_DEADLOCK,
@@ -1246,11 +1275,18 @@ ordo_status Engine::wait_for_var(ordo_var v, const uint64_t* timeout_ns) {
   timeout_ns = finite_or_null(timeout_ns);
   if (timeout_ns && *timeout_ns == 0) return poll_var(v);
   auto* w = new Waiter();
-  // A read, the wait mark (var_slot.h): it waits for the readers before it as well, and holds up
-  // nothing after it.
-  if (ordo_status s = push_internal(OpKind::kWaitSignal, v, VarLink::kMarkBit, w)) {
+  bool joined = false;
+  if (ordo_status s = join_wait_mark(v, w, &joined)) {
     delete w;
     return s;
+  }
+  // Else a read, the wait mark (var_slot.h): it waits for the readers before it as well, and
+  // holds up nothing after it.
+  if (!joined) {
+    if (ordo_status s = push_internal(OpKind::kWaitSignal, v, VarLink::kMarkBit, w)) {
+      delete w;
+      return s;
+    }
   }
   bool done;
   {

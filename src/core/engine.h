@@ -23,6 +23,7 @@
 namespace ordo {
 
 struct ErrorRecord;
+struct Waiter;  // a thread in ordo_wait_for_var (engine.cpp)
 
 // Where a thread that finishes an op counts it and returns its block (Engine::completion_site).
 struct CompletionSite {
@@ -124,6 +125,7 @@ class Engine {
   void check_throttle(PushLane* lane, bool shared);
   int64_t pending_now() const;
   ordo_status poll_var(ordo_var h);
+  ordo_status join_wait_mark(ordo_var h, Waiter* w, bool* joined);
   int64_t user_pending_now() const;
   // A throttled pusher waits until at most this many ops are pending.
   int64_t throttle_low() const { return cfg_.max_pending / 2; }

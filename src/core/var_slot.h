@@ -15,7 +15,8 @@
 //   bits 4-47  the inbox: the youngest waiting VarLink of the current inbox generation (links
 //              are 16-byte aligned, and user-space addresses on x86-64 and arm64 Linux fit in
 //              48 bits)
-//   bits 48-63 the number of active readers
+//   bit  48    kSplitOld: while kSplit, the epoch of the readers it counts (1: kEpochBit)
+//   bits 49-63 the number of active readers
 //
 // Arrival (a push, under push_lock, so pushers of one var are serialized): one CAS. Idle, or
 // shared and a reader: granted at once. Otherwise the link joins the inbox: the first link of an
@@ -44,14 +45,19 @@
 // completed. Those are told apart from the younger ones by the read epoch: the mark flips
 // `read_epoch` as it arrives, and every access records the epoch it arrived in, in its link.
 // When the mark is granted (at once if only readers are active, or by the processor together
-// with the queued readers around it), kSplit is set and wait_mark_count holds the older readers
-// still active, plus one for the mark's own run; every older reader that completes while kSplit
-// is set counts it down, and whoever takes it to zero ends the split and fires the mark
+// with the queued readers around it), kSplit is set, with kSplitOld naming the older readers'
+// epoch, and wait_mark_count holds the older readers still active, plus one for the mark's own
+// run. Every reader that completes while kSplit is set, with that epoch, counts it down (the
+// split and its epoch are seen in the completion's one CAS: an epoch read afterwards could
+// already be a later mark's), and whoever takes it to zero ends the split and fires the mark
 // (complete() returns it as `fired`). Everything older than a granted mark has completed except
 // those readers (a group is granted only once nothing is active), so the count is exact. One
-// mark per var at a time: while one is outstanding, a second wait's link arrives as a write
-// (correct, but it does hold later readers behind it). What the others pay: an arrival ORs the
-// epoch into its link, and a reader's completion tests kSplit in the word it has just CASed.
+// mark per var at a time. A wait that comes while one is outstanding, with nothing pushed on the
+// var since (`last_arrival` is the mark: the same thread polling with short timeouts), waits for
+// exactly what that mark waits for, and joins it in the engine without arriving here; after
+// other accesses, its link arrives as a write (correct, but it does hold later readers behind
+// it). What the others pay: an arrival ORs the epoch into its link and records itself in
+// last_arrival, and a reader's completion tests kSplit in the word it has just CASed.
 #pragma once
 
 #include <atomic>
@@ -64,6 +70,12 @@
 
 namespace ordo {
 
+// A wait that joined a var's outstanding wait mark instead of pushing its own (the engine's
+// Waiter): it is woken when that mark fires.
+struct WaitJoiner {
+  WaitJoiner* next_joiner = nullptr;
+};
+
 struct alignas(64) VarSlot {
   static constexpr uint64_t kModeMask = 3;
   static constexpr uint64_t kIdle = 0;
@@ -72,9 +84,10 @@ struct alignas(64) VarSlot {
   static constexpr uint64_t kWriter = 4;
   static constexpr uint64_t kSplit = 8;
   static constexpr uint64_t kInboxMask = 0x0000FFFFFFFFFFF0ull;
-  static constexpr int kCountShift = 48;
+  static constexpr uint64_t kSplitOld = uint64_t{1} << 48;
+  static constexpr int kCountShift = 49;
   static constexpr uint64_t kOneReader = uint64_t{1} << kCountShift;
-  static constexpr uint64_t kMaxReaders = 0xFFFF;
+  static constexpr uint64_t kMaxReaders = 0x7FFF;
   static_assert(alignof(VarLink) > (kModeMask | kWriter | kSplit),
                 "flags fit below a link's alignment");
 
@@ -92,10 +105,11 @@ struct alignas(64) VarSlot {
   uint32_t index = 0;
   std::atomic<uint64_t> word{0};
   VarLink* inbox_oldest = nullptr;  // the first link of the current inbox generation
-  // 0 or VarLink::kEpochBit: flipped by each wait mark's arrival, under push_lock; read there by
-  // every arrival, and by an older reader's completion (after seeing kSplit, whose setting the
-  // flip happened before; the next flip waits for that reader).
+  // 0 or VarLink::kEpochBit: flipped by each wait mark's arrival. Pushers only, under push_lock
+  // (a completion reads the epoch its split counts from the word, kSplitOld, in the same CAS
+  // that sees kSplit: read from here afterwards, it could already be a later mark's).
   std::atomic<uintptr_t> read_epoch{0};
+  VarLink* last_arrival = nullptr;  // the youngest access to arrive (pushers, under push_lock)
 
   // --- line 1: the processor (the thread completing the last active access) ---
   alignas(64) VarLink* fifo_head = nullptr;
@@ -107,9 +121,34 @@ struct alignas(64) VarSlot {
   // may count down before the mark's grant has added its share.
   std::atomic<VarLink*> wait_mark{nullptr};
   std::atomic<int64_t> wait_mark_count{0};
+  // Waits that joined the outstanding mark (a stack; closed() once end_split() has taken them),
+  // and what end_split() took, for the mark's op to wake as it fires (no other split can end
+  // first: the mark is older than any later mark, which therefore waits for it).
+  std::atomic<WaitJoiner*> joiners{nullptr};
+  WaitJoiner* fired_joiners = nullptr;
 
   // Whether the handle generation `g` still names this var (caller holds push_lock).
   bool named_by(uint32_t g) const { return live && gen == g; }
+  // A wait joins the outstanding mark when nothing has arrived since it (a wait now would wait
+  // for exactly what the mark waits for). False: no mark, something arrived, or the mark has
+  // fired. Caller holds push_lock.
+  bool join_mark(WaitJoiner* j) {
+    VarLink* m = wait_mark.load(std::memory_order_acquire);
+    if (!m || m != last_arrival) return false;
+    WaitJoiner* head = joiners.load(std::memory_order_acquire);
+    do {
+      if (head == closed_joiners()) return false;
+      j->next_joiner = head;
+    } while (!joiners.compare_exchange_weak(head, j, std::memory_order_acq_rel,
+                                            std::memory_order_acquire));
+    return true;
+  }
+  // For the fired mark's op: the waits that joined it.
+  WaitJoiner* take_fired_joiners() {
+    WaitJoiner* j = fired_joiners;
+    fired_joiners = nullptr;
+    return j;
+  }
 
   // Adds an access (caller holds push_lock). True when it is granted at once.
   bool arrive(VarLink* l) {
@@ -118,6 +157,7 @@ struct alignas(64) VarSlot {
       if (a != kMarkBusy) return a == kMarkGranted;  // else it is now a write, arriving below
     }
     l->var_bits |= read_epoch.load(std::memory_order_relaxed);
+    last_arrival = l;
     l->next.store(nullptr, std::memory_order_relaxed);
     // Acquire: a processor reads inbox_oldest before the CAS that empties the inbox; seeing that
     // CAS orders our write of inbox_oldest after its read.
@@ -171,8 +211,7 @@ struct alignas(64) VarSlot {
       if (word.compare_exchange_weak(w, next, std::memory_order_acq_rel,
                                      std::memory_order_relaxed)) {
         // A reader older than a granted mark (which is active: this is not the last reader).
-        if (__builtin_expect((w & kSplit) != 0, 0) &&
-            l.epoch() != read_epoch.load(std::memory_order_relaxed)) {
+        if (__builtin_expect((w & kSplit) != 0, 0) && l.epoch() == split_epoch(w)) {
           return {nullptr, older_reader_done()};
         }
         bool last = (next & kModeMask) == kOwned && (next >> kCountShift) == 0;
@@ -196,6 +235,10 @@ struct alignas(64) VarSlot {
 
  private:
   static VarLink* inbox(uint64_t w) { return reinterpret_cast<VarLink*>(w & kInboxMask); }
+  static WaitJoiner* closed_joiners() { return reinterpret_cast<WaitJoiner*>(uintptr_t{1}); }
+  // The word's bits of a split that counts the readers of epoch `older`, and back.
+  static uint64_t split(uintptr_t older) { return kSplit | (older ? kSplitOld : 0); }
+  static uintptr_t split_epoch(uint64_t w) { return (w & kSplitOld) ? VarLink::kEpochBit : 0; }
 
   enum MarkArrival { kMarkGranted, kMarkQueued, kMarkBusy };
 
@@ -207,17 +250,20 @@ struct alignas(64) VarSlot {
       m->var_bits = reinterpret_cast<uintptr_t>(this) | VarLink::kWriteBit;
       return kMarkBusy;
     }
-    wait_mark.store(m, std::memory_order_relaxed);  // published by the CAS below (release)
-    const uintptr_t epoch = read_epoch.load(std::memory_order_relaxed) ^ VarLink::kEpochBit;
+    wait_mark.store(m, std::memory_order_relaxed);      // published by the CAS below (release)
+    joiners.store(nullptr, std::memory_order_relaxed);  // open: joined under push_lock only
+    const uintptr_t older = read_epoch.load(std::memory_order_relaxed);
+    const uintptr_t epoch = older ^ VarLink::kEpochBit;
     read_epoch.store(epoch, std::memory_order_relaxed);  // accesses after the mark: the other one
     m->var_bits |= epoch;
+    last_arrival = m;
     m->next.store(nullptr, std::memory_order_relaxed);
     uint64_t w = word.load(std::memory_order_acquire);
     for (;;) {
       const uint64_t mode = w & kModeMask;
       const uint64_t active = w >> kCountShift;
       if (mode == kIdle || (mode == kShared && active < kMaxReaders)) {
-        uint64_t next = (mode == kIdle ? (kShared | kOneReader) : w + kOneReader) | kSplit;
+        uint64_t next = (mode == kIdle ? (kShared | kOneReader) : w + kOneReader) | split(older);
         if (word.compare_exchange_weak(w, next, std::memory_order_acq_rel,
                                        std::memory_order_acquire)) {
           wait_mark_count.fetch_add(static_cast<int64_t>(active) + 1, std::memory_order_acq_rel);
@@ -242,10 +288,12 @@ struct alignas(64) VarSlot {
     return end_split();
   }
 
-  // Nothing older than the mark is active: clear kSplit, then let the next wait add its mark.
+  // Nothing older than the mark is active: close its joiners' list (a wait too late pushes a mark
+  // of its own), clear kSplit, then let the next wait add its mark.
   VarLink* end_split() {
     VarLink* m = wait_mark.load(std::memory_order_relaxed);
-    word.fetch_and(~kSplit, std::memory_order_acq_rel);
+    fired_joiners = joiners.exchange(closed_joiners(), std::memory_order_acq_rel);
+    word.fetch_and(~(kSplit | kSplitOld), std::memory_order_acq_rel);
     wait_mark.store(nullptr, std::memory_order_release);
     return m;
   }
@@ -322,11 +370,15 @@ struct alignas(64) VarSlot {
     VarLink* granted_tail = nullptr;
     uint64_t k = 0;
     int64_t older_than_mark = -1;  // a wait mark among them: the readers granted before it
+    uintptr_t older_epoch = 0;     // and their epoch
     uint64_t w;
     for (;;) {
       while (fifo_head && !fifo_head->write() && k < kMaxReaders) {
         VarLink* l = pop();
-        if (__builtin_expect(l->mark(), 0)) older_than_mark = static_cast<int64_t>(k);
+        if (__builtin_expect(l->mark(), 0)) {
+          older_than_mark = static_cast<int64_t>(k);
+          older_epoch = l->epoch() ^ VarLink::kEpochBit;
+        }
         if (granted_tail) {
           granted_tail->next.store(l, std::memory_order_relaxed);
         } else {
@@ -351,10 +403,10 @@ struct alignas(64) VarSlot {
     }
     // Nothing was active before this group, so the readers older than a mark in it are
     // exactly those granted before it here; none of them runs before settle_grants(), later.
-    uint64_t split = 0;
+    uint64_t splitting = 0;
     if (__builtin_expect(older_than_mark >= 0, 0)) {
       wait_mark_count.fetch_add(older_than_mark + 1, std::memory_order_acq_rel);
-      split = kSplit;
+      splitting = split(older_epoch);
     }
     for (;;) {
       uint64_t next;
@@ -363,7 +415,7 @@ struct alignas(64) VarSlot {
       } else {
         next = (holding_w ? (w & ~kWriter) : w) + (k << kCountShift);
       }
-      if (word.compare_exchange_weak(w, next | split, std::memory_order_acq_rel,
+      if (word.compare_exchange_weak(w, next | splitting, std::memory_order_acq_rel,
                                      std::memory_order_relaxed)) {
         return granted;
       }
