@@ -1262,7 +1262,27 @@ ordo_status Engine::join_wait_mark(ordo_var h, Waiter* w, bool* joined) {
   VarSlot* v = refs[0].slot;
   SpinGuard g(v->push_lock);  // no arrival while we look
   if (!v->named_by(refs[0].gen)) return stale_var(tag_, refs[0]);
-  *joined = v->join_mark(w);
+  switch (v->join_mark(w)) {
+    case VarSlot::kNoMarkToJoin:
+      return ORDO_OK;
+    case VarSlot::kJoined:
+      *joined = true;
+      return ORDO_OK;
+    case VarSlot::kMarkFired:
+      break;
+  }
+  // Done already (w is not shared yet): it reports the var's error as the mark found it, since
+  // no writer can have run since (nothing arrived after the mark, which still holds its read).
+  {
+    SpinGuard e(v->error_lock);
+    if (ErrorRecord* err = v->current_error()) {
+      w->code = err->code;
+      std::memcpy(w->text, err->text, sizeof w->text);
+    }
+  }
+  w->done = true;
+  w->refs.store(1, std::memory_order_relaxed);  // no op will drop the engine's reference
+  *joined = true;
   return ORDO_OK;
 }
 

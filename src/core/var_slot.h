@@ -129,19 +129,21 @@ struct alignas(64) VarSlot {
 
   // Whether the handle generation `g` still names this var (caller holds push_lock).
   bool named_by(uint32_t g) const { return live && gen == g; }
+  enum JoinResult { kNoMarkToJoin, kJoined, kMarkFired };
   // A wait joins the outstanding mark when nothing has arrived since it (a wait now would wait
-  // for exactly what the mark waits for). False: no mark, something arrived, or the mark has
-  // fired. Caller holds push_lock.
-  bool join_mark(WaitJoiner* j) {
+  // for exactly what the mark waits for). kNoMarkToJoin: no mark, or something arrived since.
+  // kMarkFired: the mark's split has just ended, so every access before it has completed and
+  // none came after it: a wait now has nothing to wait for. Caller holds push_lock.
+  JoinResult join_mark(WaitJoiner* j) {
     VarLink* m = wait_mark.load(std::memory_order_acquire);
-    if (!m || m != last_arrival) return false;
+    if (!m || m != last_arrival) return kNoMarkToJoin;
     WaitJoiner* head = joiners.load(std::memory_order_acquire);
     do {
-      if (head == closed_joiners()) return false;
+      if (head == closed_joiners()) return kMarkFired;
       j->next_joiner = head;
     } while (!joiners.compare_exchange_weak(head, j, std::memory_order_acq_rel,
                                             std::memory_order_acquire));
-    return true;
+    return kJoined;
   }
   // For the fired mark's op: the waits that joined it.
   WaitJoiner* take_fired_joiners() {
