@@ -3,9 +3,10 @@
 // Pushers and workers run on different cores, and every cache line both of them write crosses
 // between cores (about 100 ns here). So the slot is split by who writes what:
 //
-//   line 0, written by pushers:  push_lock, live, gen, read_epoch  and  `word`, one atomic
-//                                64-bit state
-//   line 1, written by workers:  the private FIFO (fifo_head..fifo_tail) and the error state
+//   line 0, written by pushers:  push_lock, live, gen, read_epoch, last_arrival  and  `word`,
+//                                one atomic 64-bit state
+//   line 1, written by workers:  the private FIFO (fifo_head..fifo_tail) and the error state;
+//                                also the wait mark's state, which only waits touch
 //
 // `word` packs the var's whole shared state so that one CAS changes it:
 //   bits 0-1   mode: kIdle (nothing active or waiting), kShared (only readers active, nothing
