@@ -326,7 +326,8 @@ ORDO_API ordo_status ordo_engine_stats(ordo_engine* e, ordo_stats* out);
  * and group, where the process may set them). Other paths (/dev/stdout, a FIFO, a symbolic link,
  * a file with other hard links, so that they keep seeing it), and a file in a folder where no
  * temporary file can be made, are written directly. It holds no lock of the engine while it
- * writes: ordo_engine_stats and new workers do not wait for a slow file. Op name bytes that are not UTF-8 are written as U+FFFD. Thread-safe; ops keep running meanwhile and those
+ * writes: ordo_engine_stats and new workers do not wait for a slow file (two writes of one
+ * engine's trace run one after the other). Op name bytes that are not UTF-8 are written as U+FFFD. Thread-safe; ops keep running meanwhile and those
  * that finish while it writes may or may not be in the file. Errors: INVALID_ARGUMENT (engine or
  * path NULL, path empty, or the file cannot be written: the message names the reason),
  * INVALID_STATE (tracing is off for this engine: set ordo_engine_config.trace_path or ORDO_TRACE),

@@ -195,10 +195,8 @@ Engine::Engine(uint32_t tag, const EngineConfig& cfg)
       uid_(new_engine_uid()),
       cfg_(cfg),
       throttle_check_every_(throttle_check_interval(cfg.max_pending)) {
-  if (cfg.trace_path) {
-    tracer_ = std::make_unique<Tracer>(
-        cfg.trace_from_env ? next_env_trace_path(cfg.trace_path).c_str() : cfg.trace_path);
-  }
+  // ORDO_TRACE's path is numbered in start(), once the create has succeeded.
+  if (cfg.trace_path) tracer_ = std::make_unique<Tracer>(cfg.trace_path);
   cfg_.trace_path = tracer_ ? tracer_->path().c_str() : nullptr;  // the caller's copy may go
   first_external_lane_ = worker_count(cfg);
   num_lanes_ = first_external_lane_ + kExternalLanes;
@@ -230,10 +228,7 @@ Engine::~Engine() {
 }
 
 ordo_status Engine::start() {
-  if (cfg_.kind == ORDO_ENGINE_NAIVE) {
-    started_ = true;
-    return ORDO_OK;  // every route stays inline
-  }
+  if (cfg_.kind == ORDO_ENGINE_NAIVE) return started();  // every route stays inline
   groups_[kCpu] = std::make_unique<WorkerGroup>(this, "cpu", cfg_.cpu_threads);
   if (cfg_.kind == ORDO_ENGINE_POOLED) {
     for (auto& r : route_) r = groups_[kCpu].get();
@@ -245,6 +240,16 @@ ordo_status Engine::start() {
   }
   if (groups_[kCpu]->ensure_started() != ORDO_OK) {
     return fail(ORDO_ERR_NO_MEMORY, "ordo_engine_create: could not start any worker thread");
+  }
+  return started();
+}
+
+// The create has succeeded: only now does ORDO_TRACE's path take the process's next number, so
+// that a failed create leaves no gap in them.
+ordo_status Engine::started() {
+  if (tracer_ && cfg_.trace_from_env) {
+    tracer_->set_path(next_env_trace_path(tracer_->path().c_str()));
+    cfg_.trace_path = tracer_->path().c_str();
   }
   started_ = true;
   return ORDO_OK;
@@ -1253,36 +1258,25 @@ ordo_status Engine::poll_var(ordo_var h) {
 // A wait with nothing pushed on the var since its outstanding wait mark waits for exactly what
 // that mark waits for: it joins it (*joined) instead of pushing a second mark, which would have
 // to be ordered like a write (var_slot.h). So a thread that polls with short timeouts, whose
-// expired waits leave their marks behind, orders nothing either. Too late (the mark fired while
-// we looked): *joined stays false, and the caller pushes a mark of its own.
+// expired waits leave their marks behind, orders nothing either. Too late (the mark's split
+// ended while we looked): *joined stays false and the caller pushes a mark of its own, once the
+// fired mark has let the var carry another (a few instructions later, in end_split()). That new
+// mark counts the fired one as an older reader, so the wait returns only once the fired mark
+// has released its read: a wait that returns leaves the var idle behind it.
 ordo_status Engine::join_wait_mark(ordo_var h, Waiter* w, bool* joined) {
   if (shutting_down()) return refuse_push(ORDO_ERR_SHUTDOWN);  // as the push would
   VarRefs refs;
   if (ordo_status s = refs.collect(vars_, tag_, nullptr, 0, &h, 1)) return s;
   VarSlot* v = refs[0].slot;
-  SpinGuard g(v->push_lock);  // no arrival while we look
-  if (!v->named_by(refs[0].gen)) return stale_var(tag_, refs[0]);
-  switch (v->join_mark(w)) {
-    case VarSlot::kNoMarkToJoin:
-      return ORDO_OK;
-    case VarSlot::kJoined:
-      *joined = true;
-      return ORDO_OK;
-    case VarSlot::kMarkFired:
-      break;
-  }
-  // Done already (w is not shared yet): it reports the var's error as the mark found it, since
-  // no writer can have run since (nothing arrived after the mark, which still holds its read).
+  VarLink* fired = nullptr;
   {
-    SpinGuard e(v->error_lock);
-    if (ErrorRecord* err = v->current_error()) {
-      w->code = err->code;
-      std::memcpy(w->text, err->text, sizeof w->text);
-    }
+    SpinGuard g(v->push_lock);  // no arrival while we look
+    if (!v->named_by(refs[0].gen)) return stale_var(tag_, refs[0]);
+    VarSlot::JoinResult r = v->join_mark(w, &fired);
+    *joined = r == VarSlot::kJoined;
+    if (r != VarSlot::kMarkFired) return ORDO_OK;
   }
-  w->done = true;
-  w->refs.store(1, std::memory_order_relaxed);  // no op will drop the engine's reference
-  *joined = true;
+  while (v->wait_mark.load(std::memory_order_acquire) == fired) sched_yield();
   return ORDO_OK;
 }
 

@@ -133,14 +133,17 @@ struct alignas(64) VarSlot {
   enum JoinResult { kNoMarkToJoin, kJoined, kMarkFired };
   // A wait joins the outstanding mark when nothing has arrived since it (a wait now would wait
   // for exactly what the mark waits for). kNoMarkToJoin: no mark, or something arrived since.
-  // kMarkFired: the mark's split has just ended, so every access before it has completed and
-  // none came after it: a wait now has nothing to wait for. Caller holds push_lock.
-  JoinResult join_mark(WaitJoiner* j) {
+  // kMarkFired: the mark's split has just ended (*fired: the mark, still in wait_mark until
+  // end_split() clears it). Caller holds push_lock.
+  JoinResult join_mark(WaitJoiner* j, VarLink** fired) {
     VarLink* m = wait_mark.load(std::memory_order_acquire);
     if (!m || m != last_arrival) return kNoMarkToJoin;
     WaitJoiner* head = joiners.load(std::memory_order_acquire);
     do {
-      if (head == closed_joiners()) return kMarkFired;
+      if (head == closed_joiners()) {
+        *fired = m;
+        return kMarkFired;
+      }
       j->next_joiner = head;
     } while (!joiners.compare_exchange_weak(head, j, std::memory_order_acq_rel,
                                             std::memory_order_acquire));
@@ -291,8 +294,9 @@ struct alignas(64) VarSlot {
     return end_split();
   }
 
-  // Nothing older than the mark is active: close its joiners' list (a wait too late pushes a mark
-  // of its own), clear kSplit, then let the next wait add its mark.
+  // Nothing older than the mark is active: close its joiners' list (a wait too late waits for
+  // the next step, then pushes a mark of its own), clear kSplit, then let the next wait add its
+  // mark.
   VarLink* end_split() {
     VarLink* m = wait_mark.load(std::memory_order_relaxed);
     fired_joiners = joiners.exchange(closed_joiners(), std::memory_order_acq_rel);

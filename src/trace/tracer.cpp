@@ -55,6 +55,7 @@ uint64_t Tracer::dropped() const {
 }
 
 ordo_status Tracer::write(const char* path) const {
+  std::lock_guard<std::mutex> one_writer(write_mutex_);
   std::vector<RowView> rows;
   {
     std::lock_guard<std::mutex> g(rows_mutex_);

@@ -33,6 +33,9 @@ class Tracer {
   explicit Tracer(const char* path);
 
   const std::string& path() const { return path_; }
+  // Renames the trace before anyone reads the path (the engine numbers ORDO_TRACE's path once
+  // its create has succeeded, so that a failed create takes no number).
+  void set_path(std::string path) { path_ = std::move(path); }
   // Nanoseconds since the tracer was created (the trace's time zero).
   uint64_t now_ns() const;
   // A new row for a worker thread; the worker appends to the buffer without a lock. nullptr when
@@ -45,14 +48,18 @@ class Tracer {
   uint64_t records() const;
   uint64_t dropped() const;
   // Writes every record so far as Chrome trace JSON. INVALID_ARGUMENT when the file cannot be
-  // written (the message names it and says why). Holds no lock while it writes: a slow file (a
-  // FIFO nobody reads yet) must not hold up ordo_engine_stats or a worker starting.
+  // written (the message names it and says why). Holds no lock of the row list while it writes:
+  // a slow file (a FIFO nobody reads yet) must not hold up ordo_engine_stats or a worker
+  // starting. One engine's writes are serialized: two into one path written in place (a FIFO,
+  // /dev/stdout, a file with other hard links) must not interleave. Not across engines: one
+  // engine's write stuck on a FIFO must not hold up another engine's destroy.
   ordo_status write(const char* path) const;
 
  private:
-  const std::string path_;
+  std::string path_;
   const uint64_t origin_ns_;
-  mutable std::mutex rows_mutex_;  // the row list; never held while a worker records
+  mutable std::mutex rows_mutex_;   // the row list; never held while a worker records
+  mutable std::mutex write_mutex_;  // one write() at a time
   std::vector<Row> rows_;
   std::mutex external_mutex_;
   TraceBuffer* external_ = nullptr;  // rows_[0]

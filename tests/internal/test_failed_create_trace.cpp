@@ -2,9 +2,10 @@
 // ordo_engine_create fails must not write its trace. create_engine() deletes an Engine whose
 // start() failed (no worker thread could be started), and ~Engine shuts it down; that shutdown
 // used to write the trace file, replacing whatever the path held (an earlier run's trace) with
-// an empty one for an engine the caller never got. Making thread creation fail through the
-// public API needs a process limit that does not bind root, so the failure path is taken here
-// directly: an Engine built and deleted without a successful start().
+// an empty one for an engine the caller never got, and under ORDO_TRACE it took a file number.
+// Making thread creation fail through the public API needs a process limit that does not bind root,
+// so the failure path is taken here directly: an Engine built and deleted without a successful
+// start().
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -71,6 +72,19 @@ int main() {
         "an engine that started writes its trace at shutdown");
 
   unlink(path.c_str());
+
+  // Under ORDO_TRACE each engine numbers the path (path.json, path-2.json, ...): a failed create
+  // must not take a number, or the first engine that works would write path-2.json.
+  const std::string env_path = std::string(dir) + "/env.json";
+  ordo::EngineConfig env_cfg = traced_config(env_path.c_str());
+  env_cfg.trace_from_env = true;
+  delete new ordo::Engine(3, env_cfg);  // a failed create
+  auto* first = new ordo::Engine(4, env_cfg);
+  check(first->start() == ORDO_OK, "start");
+  check(first->config().trace_path && env_path == first->config().trace_path,
+        "the first engine that starts under ORDO_TRACE writes path.json");
+  delete first;
+  unlink(env_path.c_str());
   rmdir(dir);
   if (failures == 0) std::printf("ordo_failed_create_trace_test: ok\n");
   return failures == 0 ? 0 : 1;
