@@ -22,7 +22,7 @@
 // Some pushes are ordo_wait_for_var's wait marks (one var; var_slot.h "Wait marks"), pushed as
 // Engine::arrive_wait_mark does (a write while another mark is outstanding on the var). The model
 // treats a mark as a read; in addition:
-//   - arrive_mark() says busy exactly while another mark of the var has not fired;
+//   - a mark arrives as a write exactly while another mark of the var has not fired;
 //   - a mark fires (mark_run() true, or a completion returns it) only when every access pushed
 //     before it has completed, exactly once, and never later than that: once it has run and
 //     nothing older is left, it has fired;

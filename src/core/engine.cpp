@@ -1236,23 +1236,33 @@ ordo_status Engine::wait_for_all(const uint64_t* timeout_ns) {
   return s;
 }
 
-// ordo_wait_for_var_timeout(v, 0): looks at the var instead of queueing a wait mark on it, so a
-// poll leaves nothing behind (not even a mark, which orders nothing but stays until the ops before
-// it finish), allocates nothing and never sleeps.
-ordo_status Engine::poll_var(ordo_var h) {
-  // As a wait that queues a mark: refused once destroy has begun.
+// Runs f(v) on the var `h` names under its push lock (no access arrives meanwhile), with a
+// push's checks: refused once destroy has begun; INVALID_HANDLE for a foreign, made-up or
+// deleted handle (a delete is caught under the lock, where it cannot race).
+template <class F>
+ordo_status Engine::with_var_locked(ordo_var h, F&& f) {
   if (shutting_down()) return refuse_push(ORDO_ERR_SHUTDOWN);
   VarRefs refs;
   if (ordo_status s = refs.collect(vars_, tag_, nullptr, 0, &h, 1)) return s;
   VarSlot* v = refs[0].slot;
-  SpinGuard g(v->push_lock);  // as a push: a deleted var is caught here
+  SpinGuard g(v->push_lock);
   if (!v->named_by(refs[0].gen)) return stale_var(tag_, refs[0]);
-  if (!v->idle()) {
-    return fail(ORDO_ERR_TIMEOUT, "ordo_wait_for_var: timed out; ops on the var are still pending");
-  }
-  SpinGuard e(v->error_lock);
-  if (ErrorRecord* err = v->current_error()) return fail(ORDO_ERR_OP_FAILED, "%s", err->text);
-  return ORDO_OK;
+  return f(v);
+}
+
+// ordo_wait_for_var_timeout(v, 0): looks at the var instead of queueing a wait mark on it, so a
+// poll leaves nothing behind (not even a mark, which orders nothing but stays until the ops before
+// it finish), allocates nothing and never sleeps.
+ordo_status Engine::poll_var(ordo_var h) {
+  return with_var_locked(h, [](VarSlot* v) {
+    if (!v->idle()) {
+      return fail(ORDO_ERR_TIMEOUT,
+                  "ordo_wait_for_var: timed out; ops on the var are still pending");
+    }
+    SpinGuard e(v->error_lock);
+    if (ErrorRecord* err = v->current_error()) return fail(ORDO_ERR_OP_FAILED, "%s", err->text);
+    return ORDO_OK;
+  });
 }
 
 // A wait with nothing pushed on the var since its outstanding wait mark waits for exactly what
@@ -1264,20 +1274,15 @@ ordo_status Engine::poll_var(ordo_var h) {
 // mark counts the fired one as an older reader, so the wait returns only once the fired mark
 // has released its read: a wait that returns leaves the var idle behind it.
 ordo_status Engine::join_wait_mark(ordo_var h, Waiter* w, bool* joined) {
-  if (shutting_down()) return refuse_push(ORDO_ERR_SHUTDOWN);  // as the push would
-  VarRefs refs;
-  if (ordo_status s = refs.collect(vars_, tag_, nullptr, 0, &h, 1)) return s;
-  VarSlot* v = refs[0].slot;
+  VarSlot* slot = nullptr;
   VarLink* fired = nullptr;
-  {
-    SpinGuard g(v->push_lock);  // no arrival while we look
-    if (!v->named_by(refs[0].gen)) return stale_var(tag_, refs[0]);
-    VarSlot::JoinResult r = v->join_mark(w, &fired);
-    *joined = r == VarSlot::kJoined;
-    if (r != VarSlot::kMarkFired) return ORDO_OK;
-  }
-  while (v->wait_mark.load(std::memory_order_acquire) == fired) sched_yield();
-  return ORDO_OK;
+  ordo_status s = with_var_locked(h, [&](VarSlot* v) {
+    slot = v;
+    *joined = v->join_mark(w, &fired) == VarSlot::kJoined;
+    return ORDO_OK;
+  });
+  while (fired && slot->wait_mark.load(std::memory_order_acquire) == fired) sched_yield();
+  return s;
 }
 
 ordo_status Engine::wait_for_var(ordo_var v, const uint64_t* timeout_ns) {

@@ -126,6 +126,8 @@ class Engine {
   int64_t pending_now() const;
   ordo_status poll_var(ordo_var h);
   ordo_status join_wait_mark(ordo_var h, Waiter* w, bool* joined);
+  template <class F>
+  ordo_status with_var_locked(ordo_var h, F&& f);
   ordo_status started();
   int64_t user_pending_now() const;
   // A throttled pusher waits until at most this many ops are pending.

@@ -109,7 +109,7 @@ struct alignas(64) VarSlot {
   // 0 or VarLink::kEpochBit: flipped by each wait mark's arrival. Pushers only, under push_lock
   // (a completion reads the epoch its split counts from the word, kSplitOld, in the same CAS
   // that sees kSplit: read from here afterwards, it could already be a later mark's).
-  std::atomic<uintptr_t> read_epoch{0};
+  uintptr_t read_epoch = 0;
   VarLink* last_arrival = nullptr;  // the youngest access to arrive (pushers, under push_lock)
 
   // --- line 1: the processor (the thread completing the last active access) ---
@@ -158,37 +158,8 @@ struct alignas(64) VarSlot {
 
   // Adds an access (caller holds push_lock). True when it is granted at once.
   bool arrive(VarLink* l) {
-    if (__builtin_expect(l->mark(), 0)) {
-      MarkArrival a = arrive_mark(l);
-      if (a != kMarkBusy) return a == kMarkGranted;  // else it is now a write, arriving below
-    }
-    l->var_bits |= read_epoch.load(std::memory_order_relaxed);
-    last_arrival = l;
-    l->next.store(nullptr, std::memory_order_relaxed);
-    // Acquire: a processor reads inbox_oldest before the CAS that empties the inbox; seeing that
-    // CAS orders our write of inbox_oldest after its read.
-    uint64_t w = word.load(std::memory_order_acquire);
-    for (;;) {
-      uint64_t mode = w & kModeMask;
-      uint64_t next;
-      VarLink* prev = nullptr;
-      bool granted = true;
-      if (mode == kIdle) {
-        next = l->write() ? (kOwned | kWriter) : (kShared | kOneReader);
-      } else if (mode == kShared && !l->write() && (w >> kCountShift) < kMaxReaders) {
-        next = w + kOneReader;
-      } else {
-        prev = inbox(w);
-        if (!prev) inbox_oldest = l;  // only this pusher writes it while the inbox is empty
-        next = (w & ~(kInboxMask | kModeMask)) | kOwned | reinterpret_cast<uintptr_t>(l);
-        granted = false;
-      }
-      if (word.compare_exchange_weak(w, next, std::memory_order_acq_rel,
-                                     std::memory_order_acquire)) {
-        if (prev) prev->next.store(l, std::memory_order_release);
-        return granted;
-      }
-    }
+    if (__builtin_expect(l->mark(), 0)) return arrive_wait_mark(l);
+    return enqueue<false>(l, 0);
   }
 
   // The mark's op runs once its read is granted: true when nothing older is active any more
@@ -246,46 +217,64 @@ struct alignas(64) VarSlot {
   static uint64_t split(uintptr_t older) { return kSplit | (older ? kSplitOld : 0); }
   static uintptr_t split_epoch(uint64_t w) { return (w & kSplitOld) ? VarLink::kEpochBit : 0; }
 
-  enum MarkArrival { kMarkGranted, kMarkQueued, kMarkBusy };
-
-  // arrive() for a wait mark: granted at once, beside the active readers (all older than it);
-  // queued like any access; or busy: another wait's mark is outstanding, and the link was made
-  // a write, to arrive as one.
-  MarkArrival arrive_mark(VarLink* m) {
-    if (wait_mark.load(std::memory_order_acquire)) {
-      m->var_bits = reinterpret_cast<uintptr_t>(this) | VarLink::kWriteBit;
-      return kMarkBusy;
-    }
-    wait_mark.store(m, std::memory_order_relaxed);      // published by the CAS below (release)
-    joiners.store(nullptr, std::memory_order_relaxed);  // open: joined under push_lock only
-    const uintptr_t older = read_epoch.load(std::memory_order_relaxed);
-    const uintptr_t epoch = older ^ VarLink::kEpochBit;
-    read_epoch.store(epoch, std::memory_order_relaxed);  // accesses after the mark: the other one
-    m->var_bits |= epoch;
-    last_arrival = m;
-    m->next.store(nullptr, std::memory_order_relaxed);
+  // arrive()'s one CAS. kMark: a wait mark, which starts its split (`split_if_granted`, the word
+  // bits from become_wait_mark) when it is granted at once; a separate instance, so that the
+  // other accesses pay nothing for it.
+  template <bool kMark>
+  __attribute__((always_inline)) bool enqueue(VarLink* l, uint64_t split_if_granted) {
+    l->var_bits |= read_epoch;
+    last_arrival = l;
+    l->next.store(nullptr, std::memory_order_relaxed);
+    // Acquire: a processor reads inbox_oldest before the CAS that empties the inbox; seeing that
+    // CAS orders our write of inbox_oldest after its read.
     uint64_t w = word.load(std::memory_order_acquire);
     for (;;) {
-      const uint64_t mode = w & kModeMask;
-      const uint64_t active = w >> kCountShift;
-      if (mode == kIdle || (mode == kShared && active < kMaxReaders)) {
-        uint64_t next = (mode == kIdle ? (kShared | kOneReader) : w + kOneReader) | split(older);
-        if (word.compare_exchange_weak(w, next, std::memory_order_acq_rel,
-                                       std::memory_order_acquire)) {
-          wait_mark_count.fetch_add(static_cast<int64_t>(active) + 1, std::memory_order_acq_rel);
-          return kMarkGranted;
-        }
-        continue;
+      uint64_t mode = w & kModeMask;
+      uint64_t next;
+      VarLink* prev = nullptr;
+      bool granted = true;
+      if (mode == kIdle) {
+        next = l->write() ? (kOwned | kWriter) : (kShared | kOneReader | split_if_granted);
+      } else if (mode == kShared && !l->write() && (w >> kCountShift) < kMaxReaders) {
+        next = (w + kOneReader) | split_if_granted;
+      } else {
+        prev = inbox(w);
+        if (!prev) inbox_oldest = l;  // only this pusher writes it while the inbox is empty
+        next = (w & ~(kInboxMask | kModeMask)) | kOwned | reinterpret_cast<uintptr_t>(l);
+        granted = false;
       }
-      VarLink* prev = inbox(w);
-      if (!prev) inbox_oldest = m;
-      uint64_t next = (w & ~(kInboxMask | kModeMask)) | kOwned | reinterpret_cast<uintptr_t>(m);
       if (word.compare_exchange_weak(w, next, std::memory_order_acq_rel,
                                      std::memory_order_acquire)) {
-        if (prev) prev->next.store(m, std::memory_order_release);
-        return kMarkQueued;
+        if (prev) prev->next.store(l, std::memory_order_release);
+        if (kMark && granted && split_if_granted != 0) {
+          // Every reader active before the mark is older than it, plus one for its own run.
+          const int64_t older = static_cast<int64_t>(w >> kCountShift);
+          wait_mark_count.fetch_add(older + 1, std::memory_order_acq_rel);
+        }
+        return granted;
       }
     }
+  }
+
+  // Out of line: waits are rare, and the push's loop stays as small as it was.
+  __attribute__((noinline)) bool arrive_wait_mark(VarLink* m) {
+    return enqueue<true>(m, become_wait_mark(m));
+  }
+
+  // A wait mark arrives (caller holds push_lock). While another wait's mark is outstanding it is
+  // made a write, to arrive as one (returns 0). Else it becomes the var's mark and flips the read
+  // epoch, so that the accesses after it record the other one; returns the word bits of the
+  // split it starts if it is granted at once (beside active readers, all older than it).
+  uint64_t become_wait_mark(VarLink* m) {
+    if (wait_mark.load(std::memory_order_acquire)) {
+      m->var_bits = reinterpret_cast<uintptr_t>(this) | VarLink::kWriteBit;
+      return 0;
+    }
+    wait_mark.store(m, std::memory_order_relaxed);      // published by arrive()'s CAS (release)
+    joiners.store(nullptr, std::memory_order_relaxed);  // open: joined under push_lock only
+    const uintptr_t older = read_epoch;
+    read_epoch = older ^ VarLink::kEpochBit;
+    return split(older);
   }
 
   // A reader older than the granted mark completed: the mark fires when it was the last.
