@@ -63,7 +63,6 @@ struct Node {
   bool skipped = false;  // not called: a var carried an error
   bool failed = false;   // ran and failed, or skipped
   CodeSet saw;           // kWait: the var's error when its turn came
-  bool mark = false;     // kWait: a wait mark (it orders nothing after it), not a write
   int child = -1;        // kPushChild: the child's node, once the parent ran
 };
 
@@ -91,22 +90,12 @@ class Model {
   }
 
   // ordo_wait_for_var (a timeout other than 0): it waits for every earlier op on the var, like a
-  // write. It is a wait mark, which later readers do not follow, unless another wait's mark on
-  // the var has not fired yet and something was pushed on the var since (else it joins that
-  // mark, which waits for the same ops): then it is ordered like a write (var_slot.h).
+  // write, but orders nothing: later readers do not follow it. (It is a wait mark; a wait that
+  // finds another wait's mark outstanding joins it, or waits behind it and then pushes its own,
+  // which later readers do not follow either: var_slot.h.)
   int push_wait(int var) {
-    auto outstanding_mark = [&](int node) {
-      const Node& n = nodes_[node];
-      return n.kind == NodeKind::kWait && n.mark && n.state != Node::kDone;
-    };
-    bool busy = false;
-    for (const auto& h : vars_[var].history) busy = busy || outstanding_mark(h.first);
-    bool joins = busy && outstanding_mark(vars_[var].history.back().first);
     int id = add_node(NodeKind::kWait, {{var, true}}, Behaviour::kReturn, 0, 0);
-    if (!busy || joins) {
-      nodes_[id].mark = true;
-      vars_[var].history.back().second = false;  // later readers do not follow it
-    }
+    vars_[var].history.back().second = false;  // later readers do not follow it
     advance();
     return id;
   }

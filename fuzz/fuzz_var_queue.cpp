@@ -19,13 +19,19 @@
 //   - the state word matches var_slot.h's description: 0 (kIdle) exactly when nothing is pending,
 //     the reader count equals the active readers, kWriter is set exactly while a writer is
 //     active, nothing waits while kShared, and an empty slot has an empty private FIFO.
-// Some pushes are ordo_wait_for_var's wait marks (one var; var_slot.h "Wait marks"), pushed as
-// Engine::arrive_wait_mark does (a write while another mark is outstanding on the var). The model
-// treats a mark as a read; in addition:
-//   - a mark arrives as a write exactly while another mark of the var has not fired;
+// Some steps are ordo_wait_for_var's (one var; var_slot.h "Wait marks"), taken as the engine
+// takes them: begin_wait() under the push lock, then, when it reserved the var, the mark's push
+// (at once or some steps later, other accesses and waits arriving between) or its failure
+// (cancel_reservation()). The model treats a mark as a read; in addition:
+//   - begin_wait reserves exactly when the var has no mark outstanding or reserved, joins
+//     exactly when the outstanding mark is the var's last arrival, and else queues the wait
+//     behind the mark (retry set);
+//   - a mark never arrives as a write;
 //   - a mark fires (mark_run() true, or a completion returns it) only when every access pushed
 //     before it has completed, exactly once, and never later than that: once it has run and
 //     nothing older is left, it has fired;
+//   - a fired mark hands over exactly the waits that joined it or queued behind it (and the
+//     reservation it came from), and a cancelled reservation exactly those behind it;
 //   - kSplit is set exactly while a granted mark has not fired.
 // Any difference, double trigger or missed trigger aborts. At the end every op must drain.
 #include <algorithm>
@@ -118,7 +124,7 @@ class VarQueueHarness {
     uint32_t mask = vars & 0xF;
     if (mask == 0) mask = 1u << ((vars >> 4) & 3);
     if (writes & 0x80) {
-      push_mark(__builtin_ctz(mask));
+      wait_step(__builtin_ctz(mask), writes);
       return;
     }
     Op* op = new_op();
@@ -142,8 +148,91 @@ class VarQueueHarness {
     }
   }
 
-  // A push of ordo_wait_for_var's op on var v: one link with kMarkBit, as Engine::push_internal
-  // makes it (arrive() turns it into a write while another mark of the var is outstanding).
+  // A wait on var v (not a poll), or (0x10, while a wait has reserved v) that wait's next step:
+  // its mark arrives, or (0x20) its push fails. 0x40: a wait that reserves v pushes its mark in
+  // a later step (accesses and waits arrive meanwhile).
+  void wait_step(int v, uint8_t bits) {
+    if (reserved_[v] && (bits & 0x10)) {
+      if (bits & 0x20) {
+        cancel_reservation(v);
+      } else {
+        push_mark(v);
+      }
+      return;
+    }
+    VarSlot& s = vars_[v];
+    const Op* outstanding = outstanding_mark(v);
+    joiners_.push_back(std::make_unique<Joiner>());
+    Joiner* j = joiners_.back().get();
+    j->id = next_id_++;
+    j->var = v;
+    VarLink* fired = nullptr;
+    s.push_lock.lock();
+    VarSlot::WaitStep step = s.begin_wait(j, &fired);
+    s.push_lock.unlock();
+    VarSlot::WaitStep expected = VarSlot::kBehind;
+    if (!outstanding) {
+      expected = VarSlot::kPushMark;
+    } else if (outstanding != kReservation && last_arrival_[v] == &outstanding->link(0)) {
+      expected = VarSlot::kJoined;
+    }
+    FUZZ_TRACE("wait %d on var %d: step %d\n", j->id, v, static_cast<int>(step));
+    FUZZ_CHECK(step == expected, "wait %d on var %d: begin_wait gave step %d, the model says %d",
+               j->id, v, static_cast<int>(step), static_cast<int>(expected));
+    if (step == VarSlot::kPushMark) {
+      joiners_.pop_back();
+      reserved_[v] = true;
+      if (!(bits & 0x40)) push_mark(v);
+      return;
+    }
+    FUZZ_CHECK(j->retry == (step == VarSlot::kBehind), "wait %d: retry=%d after step %d", j->id,
+               j->retry, static_cast<int>(step));
+    j->on = outstanding;
+  }
+
+  // The var's mark that has not fired (kReservation: the var is reserved for one), or nullptr.
+  FUZZ_ORACLE const Op* outstanding_mark(int v) const {
+    if (reserved_[v]) return kReservation;
+    for (const auto& other : live_) {
+      if (other->mark && !other->fired && other->link(0).var() == &vars_[v]) return other.get();
+    }
+    return nullptr;
+  }
+
+  // The reserving wait's push failed: the waits behind the reservation come back.
+  void cancel_reservation(int v) {
+    VarSlot& s = vars_[v];
+    s.push_lock.lock();
+    ordo::WaitJoiner* behind = s.cancel_reservation();
+    s.push_lock.unlock();
+    reserved_[v] = false;
+    FUZZ_TRACE("reservation of var %d cancelled\n", v);
+    hand_over(behind, v, kReservation, "a cancelled reservation");
+    FUZZ_CHECK(s.wait_mark.load() == nullptr, "var %d: a mark left after a cancelled reservation",
+               v);
+  }
+
+  // `list` (from the slot) must hold exactly the waits on `on` of var v, each once.
+  void hand_over(ordo::WaitJoiner* list, int v, const Op* on, const char* by) {
+    size_t n = 0;
+    for (ordo::WaitJoiner* w = list; w; w = w->next_joiner) {
+      auto* j = static_cast<Joiner*>(w);
+      FUZZ_CHECK(j->var == v && j->on == on && !j->woken,
+                 "%s on var %d handed over wait %d (var %d, woken=%d), not one of its own", by, v,
+                 j->id, j->var, j->woken);
+      FUZZ_CHECK(++n <= joiners_.size(), "%s on var %d: the joiner list does not end", by, v);
+      j->woken = true;
+    }
+    for (const auto& j : joiners_) {
+      FUZZ_CHECK(j->var != v || j->on != on || j->woken, "%s on var %d did not hand over wait %d",
+                 by, v, j->id);
+    }
+    joiners_.erase(std::remove_if(joiners_.begin(), joiners_.end(),
+                                  [](const std::unique_ptr<Joiner>& j) { return j->woken; }),
+                   joiners_.end());
+  }
+
+  // The reserving wait's push: one link with kMarkBit, as Engine::push_internal makes it.
   void push_mark(int v) {
     Op* op = new_op();
     op->mark = true;
@@ -154,25 +243,20 @@ class VarQueueHarness {
     op->block->wait.store(1, std::memory_order_relaxed);
     VarSlot& s = vars_[v];
     s.push_lock.lock();
-    bool outstanding = false;
-    for (const auto& other : live_) {
-      if (other.get() != op && other->mark && !other->fired && other->link(0).var() == &s) {
-        outstanding = true;
-      }
-    }
     Census c = census(v);
     queue_[v].push_back({op, 0});
+    last_arrival_[v] = &l;
     bool granted = s.arrive(&l);
-    FUZZ_TRACE("mark op %d on var %d: granted=%d, as a write=%d\n", op->id, v, granted, l.write());
-    FUZZ_CHECK(l.write() == outstanding,
-               "mark op %d on var %d: arrived as a write=%d, another mark outstanding=%d", op->id,
-               v, l.write(), outstanding);
-    FUZZ_CHECK(l.write() != l.mark(), "mark op %d: write=%d and mark=%d", op->id, l.write(),
-               l.mark());
-    bool expected = queue_[v].size() == 1 || (!l.write() && c.waiting == 0 && c.writers == 0);
+    reserved_[v] = false;
+    for (const auto& j : joiners_) {
+      if (j->var == v && j->on == kReservation) j->on = op;  // behind the mark now
+    }
+    FUZZ_TRACE("mark op %d on var %d: granted=%d\n", op->id, v, granted);
+    FUZZ_CHECK(l.mark() && !l.write(), "mark op %d on var %d: write=%d and mark=%d", op->id, v,
+               l.write(), l.mark());
+    bool expected = queue_[v].size() == 1 || (c.waiting == 0 && c.writers == 0);
     FUZZ_CHECK(granted == expected, "mark op %d on var %d: granted=%d, the model says %d", op->id,
                v, granted, expected);
-    if (l.write()) op->mark = false;  // an ordinary write from here on
     if (granted) {
       op->granted[0] = true;
       op->granted_at_arrival = 1;
@@ -198,6 +282,8 @@ class VarQueueHarness {
                "(op %d)",
                op->id, v, by, queue_[v].front().op->id);
     op->fired = true;
+    // As Engine::execute does before it wakes the waiter: the waits on the mark.
+    hand_over(op->link(0).var()->take_fired_joiners(), v, op, by);
   }
 
   Op* new_op() {
@@ -232,6 +318,7 @@ class VarQueueHarness {
     Census c = census(v);
     bool expected = queue_[v].empty() || (!l.write() && c.waiting == 0 && c.writers == 0);
     queue_[v].push_back({op, i});
+    last_arrival_[v] = &l;
     bool granted = l.var()->arrive(&l);
     FUZZ_TRACE("  op %d arrives at var %d (%s): granted=%d\n", op->id, v,
                l.write() ? "write" : "read", granted);
@@ -443,6 +530,9 @@ class VarQueueHarness {
   // Everything pushed must be able to finish: complete ready ops until none is left.
   void drain() {
     if (pushing_) finish_arrivals(pushing_);
+    for (int v = 0; v < kVars; ++v) {
+      if (reserved_[v]) push_mark(v);
+    }
     check_all();
     while (!live_.empty()) {
       Op* op = pick_ready(0);
@@ -455,10 +545,23 @@ class VarQueueHarness {
       FUZZ_CHECK(vars_[v].wait_mark.load() == nullptr, "var %d: a wait mark left after draining",
                  v);
     }
+    FUZZ_CHECK(joiners_.empty(), "%zu waits never woken after draining", joiners_.size());
   }
+
+  // A wait that joined a mark or queued behind it (or behind a reservation).
+  struct Joiner : ordo::WaitJoiner {
+    int id = 0;
+    int var = 0;
+    const Op* on = nullptr;  // the mark, or kReservation
+    bool woken = false;
+  };
+  static inline const Op* const kReservation = reinterpret_cast<const Op*>(uintptr_t{1});
 
   VarSlot vars_[kVars];
   std::vector<Pending> queue_[kVars];  // the model
+  bool reserved_[kVars] = {};          // a wait reserved the var; its mark has not arrived
+  const VarLink* last_arrival_[kVars] = {};
+  std::vector<std::unique_ptr<Joiner>> joiners_;
   std::vector<std::unique_ptr<Op>> live_;
   std::vector<OpBlock*> blocks_;
   std::vector<OpBlock*> free_blocks_;

@@ -15,13 +15,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # ---- fuzz_var_queue: step = below(4): 0 push(vars, writes) | 1 arrive next | 2 complete op(k)
 #      | 3 complete next link(k). vars: bit v = var v, 0x80 = only the first access arrives now.
-#      writes: bit v = var v is written, 0x80 = a wait mark on the lowest var of vars instead.
+#      writes: bit v = var v is written, 0x80 = a wait on the lowest var of vars instead (0x40:
+#      a wait that reserves the var pushes its mark in a later step; 0x10 while the var is
+#      reserved: that later step, the mark's push, or with 0x20 its failure).
 def vq_push(vars_mask, writes_mask, split=False):
     return [0, vars_mask | (0x80 if split else 0), writes_mask]
 
 
-def vq_mark(var_mask):
-    return [0, var_mask, 0x80]
+def vq_mark(var_mask, later=False):
+    return [0, var_mask, 0x80 | (0x40 if later else 0)]
+
+
+def vq_reserved_mark(var_mask, fail=False):
+    return [0, var_mask, 0x90 | (0x20 if fail else 0)]
 
 
 def vq_arrive():
@@ -51,6 +57,13 @@ VAR_QUEUE = {
     + vq_complete(0) + vq_complete(1) + vq_complete() * 4,
     "mark-queued-behind-writer": vq_push(1, 1) + vq_push(1, 0) + vq_mark(1) + vq_push(1, 0)
     + vq_push(1, 1) + vq_complete() + vq_complete(2) + vq_complete() * 4,
+    # waits behind a mark: after a reader, behind a reservation, and a failed mark push
+    "wait-behind-a-mark": vq_push(1, 0) + vq_mark(1) + vq_push(1, 0) + vq_mark(1) + vq_mark(1)
+    + vq_complete(0) + vq_complete() * 3,
+    "waits-behind-a-reservation": vq_push(1, 0) + vq_mark(1, later=True) + vq_mark(1)
+    + vq_push(1, 0) + vq_mark(1) + vq_reserved_mark(1) + vq_complete() * 4,
+    "failed-mark-push": vq_push(1, 0) + vq_mark(1, later=True) + vq_push(1, 0) + vq_mark(1)
+    + vq_reserved_mark(1, fail=True) + vq_mark(1) + vq_complete() * 3,
 }
 
 
@@ -113,7 +126,7 @@ def api_burst(extra_ops=0, behaviour=RETURN, code=CODE_OK, child_code=CODE_OK, r
 
 API = {
     # wait marks: expired waits on a var a deferred reader holds; a second one joins the first
-    # (readers pushed after both still run), one after a reader is ordered like a write
+    # (readers pushed after both still run), one after a reader waits behind the first
     "naive-expired-waits-join": [NAIVE] + api_var_new()
     + api_push(const=[LIVE(0)], behaviour=DEFER_LATER)
     + api_wait_var(LIVE(0), how=0x10) + api_wait_var(LIVE(0), how=0x12)

@@ -788,6 +788,85 @@ Test(wait, a_wait_queued_among_readers_orders_nothing) {
   check_wait_between_readers(true);
 }
 
+/* A wait made while an earlier wait's mark was pending (it timed out; the reader before it still
+ * ran) and after another op was pushed on the var could not join that mark, and was queued as a
+ * write (one mark per var): a reader pushed after it waited for the reader before it, so two
+ * readers that wait for each other hung (found by review; it was the open reproducer
+ * fuzz/repro/open_wait_after_a_push_while_a_mark_is_pending.c). Such a wait now waits behind the
+ * pending mark, and one that times out there leaves nothing on the var. */
+Test(wait, a_wait_after_a_push_while_a_mark_is_pending_orders_nothing) {
+  for (int k = 0; k < TU_NUM_THREADED_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_threaded_kinds[k]);
+    ordo_var v = new_var(e);
+    hold_ctx r;
+    memset(&r, 0, sizeof r);
+    atomic_int between;
+    atomic_init(&between, 0);
+    ST(ordo_opr_push(e, hold_fn, &r, &v, 1, NULL, 0, NULL), ORDO_OK);
+    cr_assert(tu_wait_eq(&r.started, 1, 5000), "%s: the first reader never ran",
+              tu_kind_name(g_kind));
+    for (int i = 0; i < 3; ++i) {
+      ST(ordo_wait_for_var_timeout(e, v, TU_MS_NS(2)), ORDO_ERR_TIMEOUT);
+      ST(ordo_opr_push(e, tu_count_fn, &between, &v, 1, NULL, 0, NULL), ORDO_OK);
+    }
+    ST(ordo_wait_for_var_timeout(e, v, TU_MS_NS(2)), ORDO_ERR_TIMEOUT);
+    ST(ordo_opr_push(e, release_fn, &r, &v, 1, NULL, 0, NULL), ORDO_OK);
+    ST(ordo_wait_for_var_timeout(e, v, TU_MS_NS(10000)), ORDO_OK);
+    cr_assert_eq(atomic_load(&r.released_in_time), 1,
+                 "%s: a reader pushed after waits that came after other pushes could not run "
+                 "beside the reader pushed before them",
+                 tu_kind_name(g_kind));
+    cr_assert_eq(atomic_load(&between), 3, "%s", tu_kind_name(g_kind));
+    destroy_engine(e);
+  }
+}
+
+/* The same wait, untimed, from another thread: it returns only once every op pushed before it
+ * has completed (the reader before the pending mark, and the one between the mark and the
+ * wait), and meanwhile a reader pushed after it starts beside them. */
+Test(wait, a_wait_behind_a_pending_mark_waits_for_every_earlier_op) {
+  for (int k = 0; k < TU_NUM_THREADED_KINDS; ++k) {
+    ordo_engine* e = NULL; /* three readers hold workers at once */
+    g_kind = tu_threaded_kinds[k];
+    ST(tu_engine_create(g_kind, 3, &e), ORDO_OK);
+    const char* kind = tu_kind_name(g_kind);
+    ordo_var v = new_var(e);
+    hold_ctx first, between, after;
+    memset(&first, 0, sizeof first);
+    memset(&between, 0, sizeof between);
+    memset(&after, 0, sizeof after);
+    ST(ordo_opr_push(e, hold_fn, &first, &v, 1, NULL, 0, NULL), ORDO_OK);
+    cr_assert(tu_wait_eq(&first.started, 1, 5000), "%s: the first reader never ran", kind);
+    ST(ordo_wait_for_var_timeout(e, v, TU_MS_NS(2)), ORDO_ERR_TIMEOUT); /* its mark stays */
+    ST(ordo_opr_push(e, hold_fn, &between, &v, 1, NULL, 0, NULL), ORDO_OK);
+    cr_assert(tu_wait_eq(&between.started, 1, 5000), "%s: the second reader never ran", kind);
+    atomic_int returned;
+    atomic_init(&returned, 0);
+    waiter_arg a;
+    pthread_t th;
+    start_waiter(&a, &th, e, v, &returned);
+    tu_sleep_ms(50); /* the waiter is in its wait by now (if not, the test checks less) */
+    ST(ordo_opr_push(e, hold_fn, &after, &v, 1, NULL, 0, NULL), ORDO_OK);
+    cr_assert(tu_wait_eq(&after.started, 1, 5000),
+              "%s: a reader pushed after a wait behind a pending mark did not start beside the "
+              "readers before it",
+              kind);
+    atomic_store(&first.release, 1);
+    tu_sleep_ms(30);
+    cr_assert_eq(atomic_load(&returned), 0,
+                 "%s: the wait returned while a reader pushed before it still ran", kind);
+    atomic_store(&between.release, 1);
+    atomic_store(&after.release, 1);
+    cr_assert(tu_wait_eq(&returned, 1, 5000), "%s: the wait did not return", kind);
+    pthread_join(th, NULL);
+    ST(atomic_load(&a.status), ORDO_OK);
+    ST(ordo_wait_for_all(e), ORDO_OK);
+    cr_assert_eq(atomic_load(&first.released_in_time), 1, "%s", kind);
+    cr_assert_eq(atomic_load(&between.released_in_time), 1, "%s", kind);
+    destroy_engine(e);
+  }
+}
+
 /* Several threads wait at once on a var that a reader holds: all return once it is done. */
 Test(wait, concurrent_waits_on_a_read_var_all_return) {
   enum { W = 4 };
@@ -819,7 +898,7 @@ Test(wait, concurrent_waits_on_a_read_var_all_return) {
 
 /* Waits while two threads keep pushing readers (and now and then a writer) of one var: each wait
  * returns only once every op pushed before it has finished, whether its mark was granted beside
- * running readers, queued behind a writer, or (two waiters at once) ordered like a write. */
+ * running readers or queued behind a writer, or it joined another's mark or waited behind it. */
 enum { kStreamOps = 10000, kStreamWaits = 200 };
 
 typedef struct stream_ctx {

@@ -127,16 +127,28 @@ void wake_one(Waiter* w) {
   w->drop();
 }
 
-// Wakes the waiter and the waits that joined its mark (`joined`), with what it learned.
+// Wakes the waiter and the waits on its mark (`joined`): those that joined it with what it
+// learned; those behind it (retry) to begin again.
 void wake_waiter(Waiter* w, WaitJoiner* joined) {
   while (joined) {
     auto* j = static_cast<Waiter*>(joined);
     joined = joined->next_joiner;
-    j->code = w->code;
-    std::memcpy(j->text, w->text, sizeof j->text);
+    if (!j->retry) {
+      j->code = w->code;
+      std::memcpy(j->text, w->text, sizeof j->text);
+    }
     wake_one(j);
   }
   wake_one(w);
+}
+
+// Wakes waits queued behind a mark that never came (each has retry set): they begin again.
+void wake_joiners(WaitJoiner* behind) {
+  while (behind) {
+    auto* j = static_cast<Waiter*>(behind);
+    behind = behind->next_joiner;
+    wake_one(j);
+  }
 }
 
 // Runs the user's callback; returns the failure it caused (nullptr when it succeeded or
@@ -1265,24 +1277,29 @@ ordo_status Engine::poll_var(ordo_var h) {
   });
 }
 
-// A wait with nothing pushed on the var since its outstanding wait mark waits for exactly what
-// that mark waits for: it joins it (*joined) instead of pushing a second mark, which would have
-// to be ordered like a write (var_slot.h). So a thread that polls with short timeouts, whose
-// expired waits leave their marks behind, orders nothing either. Too late (the mark's split
-// ended while we looked): *joined stays false and the caller pushes a mark of its own, once the
-// fired mark has let the var carry another (a few instructions later, in end_split()). That new
-// mark counts the fired one as an older reader, so the wait returns only once the fired mark
-// has released its read: a wait that returns leaves the var idle behind it.
-ordo_status Engine::join_wait_mark(ordo_var h, Waiter* w, bool* joined) {
-  VarSlot* slot = nullptr;
+// How a wait begins on its var (VarSlot::begin_wait, under the var's push lock, with a push's
+// checks). *slot: the var's slot.
+ordo_status Engine::begin_wait(ordo_var h, Waiter* w, VarSlot** slot, VarSlot::WaitStep* step) {
   VarLink* fired = nullptr;
   ordo_status s = with_var_locked(h, [&](VarSlot* v) {
-    slot = v;
-    *joined = v->join_mark(w, &fired) == VarSlot::kJoined;
+    *slot = v;
+    *step = v->begin_wait(w, &fired);
     return ORDO_OK;
   });
-  while (fired && slot->wait_mark.load(std::memory_order_acquire) == fired) sched_yield();
+  // A mark whose split has just ended is cleared a few instructions later (end_split).
+  while (fired && (*slot)->wait_mark.load(std::memory_order_acquire) == fired) sched_yield();
   return s;
+}
+
+// The push of a wait's mark failed after begin_wait reserved the var for it: no mark comes, so
+// the waits queued behind the reservation begin again (and meet the same refusal, or reserve).
+void Engine::cancel_wait_reservation(VarSlot* slot) {
+  WaitJoiner* behind;
+  {
+    SpinGuard g(slot->push_lock);
+    behind = slot->cancel_reservation();
+  }
+  wake_joiners(behind);
 }
 
 ordo_status Engine::wait_for_var(ordo_var v, const uint64_t* timeout_ns) {
@@ -1293,39 +1310,53 @@ ordo_status Engine::wait_for_var(ordo_var v, const uint64_t* timeout_ns) {
   }
   timeout_ns = finite_or_null(timeout_ns);
   if (timeout_ns && *timeout_ns == 0) return poll_var(v);
-  auto* w = new Waiter();
-  bool joined = false;
-  if (ordo_status s = join_wait_mark(v, w, &joined)) {
-    delete w;
-    return s;
-  }
-  // Else a read, the wait mark (var_slot.h): it waits for the readers before it as well, and
-  // holds up nothing after it.
-  if (!joined) {
-    if (ordo_status s = push_internal(OpKind::kWaitSignal, v, VarLink::kMarkBit, w)) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline =
+      timeout_ns ? Clock::now() + std::chrono::nanoseconds(*timeout_ns) : Clock::time_point::max();
+  for (;;) {
+    auto* w = new Waiter();
+    VarSlot* slot = nullptr;
+    VarSlot::WaitStep step = VarSlot::kPushMark;
+    if (ordo_status s = begin_wait(v, w, &slot, &step)) {
       delete w;
       return s;
     }
-  }
-  bool done;
-  {
-    std::unique_lock<std::mutex> lock(w->mutex);
-    auto is_done = [w] { return w->done; };
-    if (timeout_ns) {
-      done = w->cv.wait_for(lock, std::chrono::nanoseconds(*timeout_ns), is_done);
-    } else {
-      w->cv.wait(lock, is_done);
-      done = true;
+    if (step == VarSlot::kMarkFired) {
+      delete w;
+      continue;
     }
+    // The wait mark, a read (var_slot.h): it waits for the readers before it as well, and holds
+    // up nothing after it.
+    if (step == VarSlot::kPushMark) {
+      if (ordo_status s = push_internal(OpKind::kWaitSignal, v, VarLink::kMarkBit, w)) {
+        cancel_wait_reservation(slot);
+        delete w;
+        return s;
+      }
+    }
+    bool done;
+    {
+      std::unique_lock<std::mutex> lock(w->mutex);
+      auto is_done = [w] { return w->done; };
+      if (timeout_ns) {
+        done = w->cv.wait_until(lock, deadline, is_done);
+      } else {
+        w->cv.wait(lock, is_done);
+        done = true;
+      }
+    }
+    ordo_status s = ORDO_OK;
+    if (!done) {
+      s = fail(ORDO_ERR_TIMEOUT, "ordo_wait_for_var: timed out; ops on the var are still pending");
+    } else if (w->retry) {
+      w->drop();  // the mark it waited behind has fired: begin again
+      continue;
+    } else if (w->code != 0) {
+      s = fail(ORDO_ERR_OP_FAILED, "%s", w->text);
+    }
+    w->drop();
+    return s;
   }
-  ordo_status s = ORDO_OK;
-  if (!done) {
-    s = fail(ORDO_ERR_TIMEOUT, "ordo_wait_for_var: timed out; ops on the var are still pending");
-  } else if (w->code != 0) {
-    s = fail(ORDO_ERR_OP_FAILED, "%s", w->text);
-  }
-  w->drop();
-  return s;
 }
 
 }  // namespace ordo

@@ -53,12 +53,16 @@
 // already be a later mark's), and whoever takes it to zero ends the split and fires the mark
 // (complete() returns it as `fired`). Everything older than a granted mark has completed except
 // those readers (a group is granted only once nothing is active), so the count is exact. One
-// mark per var at a time. A wait that comes while one is outstanding, with nothing pushed on the
-// var since (`last_arrival` is the mark: the same thread polling with short timeouts), waits for
-// exactly what that mark waits for, and joins it in the engine without arriving here; after
-// other accesses, its link arrives as a write (correct, but it does hold later readers behind
-// it). What the others pay: an arrival ORs the epoch into its link and records itself in
-// last_arrival, and a reader's completion tests kSplit in the word it has just CASed.
+// mark per var at a time (begin_wait). A wait that comes while one is outstanding, with nothing
+// pushed on the var since (`last_arrival` is the mark: the same thread polling with short
+// timeouts), waits for exactly what that mark waits for, and joins it without arriving here.
+// After other accesses, it waits *behind* the mark: woken when the mark fires, it begins again
+// and pushes a mark of its own, which then counts what is left. Waiting first is the same as
+// having been called later, and no other thread can tell the two apart: the waiting thread does
+// nothing meanwhile that anyone could see, so an op another thread pushes meanwhile could as
+// well have come before the call (SPEC 2.4). What the others pay: an arrival ORs the epoch into its
+// link and records itself in last_arrival, and a reader's completion tests kSplit in the word it
+// has just CASed.
 #pragma once
 
 #include <atomic>
@@ -71,10 +75,13 @@
 
 namespace ordo {
 
-// A wait that joined a var's outstanding wait mark instead of pushing its own (the engine's
-// Waiter): it is woken when that mark fires.
+// A wait that waits on a var's outstanding wait mark instead of pushing its own (the engine's
+// Waiter): it is woken when that mark fires. `retry`: it waited *behind* the mark (something
+// arrived on the var after the mark and before the wait, or the mark had not arrived yet), so
+// once woken it begins again; else it joined the mark, whose result is its own.
 struct WaitJoiner {
   WaitJoiner* next_joiner = nullptr;
+  bool retry = false;
 };
 
 struct alignas(64) VarSlot {
@@ -130,14 +137,27 @@ struct alignas(64) VarSlot {
 
   // Whether the handle generation `g` still names this var (caller holds push_lock).
   bool named_by(uint32_t g) const { return live && gen == g; }
-  enum JoinResult { kNoMarkToJoin, kJoined, kMarkFired };
-  // A wait joins the outstanding mark when nothing has arrived since it (a wait now would wait
-  // for exactly what the mark waits for). kNoMarkToJoin: no mark, or something arrived since.
-  // kMarkFired: the mark's split has just ended (*fired: the mark, still in wait_mark until
-  // end_split() clears it). Caller holds push_lock.
-  JoinResult join_mark(WaitJoiner* j, VarLink** fired) {
+  // How a wait (ordo_wait_for_var, not a poll) begins on this var; caller holds push_lock.
+  //   kPushMark:  no mark is outstanding: the var is reserved for the caller's mark, which the
+  //               caller pushes now (or, if that push fails, cancel_reservation()).
+  //   kJoined:    j joined the outstanding mark, with nothing arrived since it: a wait now waits
+  //               for exactly what that mark waits for, so the mark's result is j's.
+  //   kBehind:    j waits behind the outstanding (or reserved) mark, with other accesses arrived
+  //               since: j->retry, woken when the mark fires, begins again. A second mark on
+  //               the var would need counts per epoch that the state word has no room for; once
+  //               the mark has fired, everything before it has completed, and the wait's own
+  //               mark then counts what is left.
+  //   kMarkFired: the mark's split has just ended (*fired: the mark, still in wait_mark until
+  //               end_split() clears it, a few instructions later): begin again after that.
+  enum WaitStep { kPushMark, kJoined, kBehind, kMarkFired };
+  WaitStep begin_wait(WaitJoiner* j, VarLink** fired) {
     VarLink* m = wait_mark.load(std::memory_order_acquire);
-    if (!m || m != last_arrival) return kNoMarkToJoin;
+    if (!m) {
+      wait_mark.store(reserved_mark(), std::memory_order_relaxed);
+      joiners.store(nullptr, std::memory_order_relaxed);  // open: joined under push_lock only
+      return kPushMark;
+    }
+    j->retry = m == reserved_mark() || m != last_arrival;
     WaitJoiner* head = joiners.load(std::memory_order_acquire);
     do {
       if (head == closed_joiners()) {
@@ -147,7 +167,16 @@ struct alignas(64) VarSlot {
       j->next_joiner = head;
     } while (!joiners.compare_exchange_weak(head, j, std::memory_order_acq_rel,
                                             std::memory_order_acquire));
-    return kJoined;
+    return j->retry ? kBehind : kJoined;
+  }
+  // The push of the reserved mark failed (caller holds push_lock): the var carries no mark.
+  // Returns the waits that queued behind the reservation (all kBehind), to wake: each begins
+  // again.
+  WaitJoiner* cancel_reservation() {
+    if (wait_mark.load(std::memory_order_relaxed) != reserved_mark()) return nullptr;
+    WaitJoiner* behind = joiners.exchange(nullptr, std::memory_order_acq_rel);
+    wait_mark.store(nullptr, std::memory_order_release);
+    return behind;
   }
   // For the fired mark's op: the waits that joined it.
   WaitJoiner* take_fired_joiners() {
@@ -213,6 +242,9 @@ struct alignas(64) VarSlot {
  private:
   static VarLink* inbox(uint64_t w) { return reinterpret_cast<VarLink*>(w & kInboxMask); }
   static WaitJoiner* closed_joiners() { return reinterpret_cast<WaitJoiner*>(uintptr_t{1}); }
+  // wait_mark while the wait that reserved the var (begin_wait) pushes its mark. Never a link:
+  // links are 16-byte aligned.
+  static VarLink* reserved_mark() { return reinterpret_cast<VarLink*>(uintptr_t{1}); }
   // The word's bits of a split that counts the readers of epoch `older`, and back.
   static uint64_t split(uintptr_t older) { return kSplit | (older ? kSplitOld : 0); }
   static uintptr_t split_epoch(uint64_t w) { return (w & kSplitOld) ? VarLink::kEpochBit : 0; }
@@ -261,17 +293,13 @@ struct alignas(64) VarSlot {
     return enqueue<true>(m, become_wait_mark(m));
   }
 
-  // A wait mark arrives (caller holds push_lock). While another wait's mark is outstanding it is
-  // made a write, to arrive as one (returns 0). Else it becomes the var's mark and flips the read
-  // epoch, so that the accesses after it record the other one; returns the word bits of the
-  // split it starts if it is granted at once (beside active readers, all older than it).
+  // A wait mark arrives (caller holds push_lock, and reserved the var for it: begin_wait()).
+  // It becomes the var's mark (the waits queued behind the reservation stay queued behind it)
+  // and flips the read epoch, so that the accesses after it record the other one; returns the
+  // word bits of the split it starts if it is granted at once (beside active readers, all older
+  // than it).
   uint64_t become_wait_mark(VarLink* m) {
-    if (wait_mark.load(std::memory_order_acquire)) {
-      m->var_bits = reinterpret_cast<uintptr_t>(this) | VarLink::kWriteBit;
-      return 0;
-    }
-    wait_mark.store(m, std::memory_order_relaxed);      // published by arrive()'s CAS (release)
-    joiners.store(nullptr, std::memory_order_relaxed);  // open: joined under push_lock only
+    wait_mark.store(m, std::memory_order_relaxed);  // published by arrive()'s CAS (release)
     const uintptr_t older = read_epoch;
     read_epoch = older ^ VarLink::kEpochBit;
     return split(older);
