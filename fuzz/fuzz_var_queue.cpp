@@ -24,14 +24,15 @@
 // (at once or some steps later, other accesses and waits arriving between) or its failure
 // (cancel_reservation()). The model treats a mark as a read; in addition:
 //   - begin_wait reserves exactly when the var has no mark outstanding or reserved, joins
-//     exactly when the outstanding mark is the var's last arrival, and else queues the wait
-//     behind the mark (retry set);
+//     exactly when the var is reserved, the outstanding mark is the var's last arrival, or the
+//     wait begins again, and else queues the wait behind the mark (retry set);
 //   - a mark never arrives as a write;
 //   - a mark fires (mark_run() true, or a completion returns it) only when every access pushed
 //     before it has completed, exactly once, and never later than that: once it has run and
 //     nothing older is left, it has fired;
 //   - a fired mark hands over exactly the waits that joined it or queued behind it (and the
-//     reservation it came from), and a cancelled reservation exactly those behind it;
+//     reservation it came from), and a cancelled reservation exactly those that joined it, each
+//     set to begin again;
 //   - kSplit is set exactly while a granted mark has not fired.
 // Any difference, double trigger or missed trigger aborts. At the end every op must drain.
 #include <algorithm>
@@ -150,7 +151,8 @@ class VarQueueHarness {
 
   // A wait on var v (not a poll), or (0x10, while a wait has reserved v) that wait's next step:
   // its mark arrives, or (0x20) its push fails. 0x40: a wait that reserves v pushes its mark in
-  // a later step (accesses and waits arrive meanwhile).
+  // a later step (accesses and waits arrive meanwhile). 0x08: a wait that begins again (after
+  // the mark it waited behind fired: the engine's `again`).
   void wait_step(int v, uint8_t bits) {
     if (reserved_[v] && (bits & 0x10)) {
       if (bits & 0x20) {
@@ -166,14 +168,14 @@ class VarQueueHarness {
     Joiner* j = joiners_.back().get();
     j->id = next_id_++;
     j->var = v;
-    VarLink* fired = nullptr;
+    const bool again = (bits & 0x08) != 0;
     s.push_lock.lock();
-    VarSlot::WaitStep step = s.begin_wait(j, &fired);
+    VarSlot::WaitStep step = s.begin_wait(j, again);
     s.push_lock.unlock();
     VarSlot::WaitStep expected = VarSlot::kBehind;
     if (!outstanding) {
       expected = VarSlot::kPushMark;
-    } else if (outstanding != kReservation && last_arrival_[v] == &outstanding->link(0)) {
+    } else if (outstanding == kReservation || again || last_arrival_[v] == &outstanding->link(0)) {
       expected = VarSlot::kJoined;
     }
     FUZZ_TRACE("wait %d on var %d: step %d\n", j->id, v, static_cast<int>(step));
@@ -207,6 +209,10 @@ class VarQueueHarness {
     s.push_lock.unlock();
     reserved_[v] = false;
     FUZZ_TRACE("reservation of var %d cancelled\n", v);
+    for (ordo::WaitJoiner* w = behind; w; w = w->next_joiner) {
+      FUZZ_CHECK(w->retry, "var %d: a cancelled reservation handed over wait %d without retry", v,
+                 static_cast<Joiner*>(w)->id);
+    }
     hand_over(behind, v, kReservation, "a cancelled reservation");
     FUZZ_CHECK(s.wait_mark.load() == nullptr, "var %d: a mark left after a cancelled reservation",
                v);

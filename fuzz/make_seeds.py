@@ -17,13 +17,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 #      | 3 complete next link(k). vars: bit v = var v, 0x80 = only the first access arrives now.
 #      writes: bit v = var v is written, 0x80 = a wait on the lowest var of vars instead (0x40:
 #      a wait that reserves the var pushes its mark in a later step; 0x10 while the var is
-#      reserved: that later step, the mark's push, or with 0x20 its failure).
+#      reserved: that later step, the mark's push, or with 0x20 its failure; 0x08: a wait that
+#      begins again).
 def vq_push(vars_mask, writes_mask, split=False):
     return [0, vars_mask | (0x80 if split else 0), writes_mask]
 
 
-def vq_mark(var_mask, later=False):
-    return [0, var_mask, 0x80 | (0x40 if later else 0)]
+def vq_mark(var_mask, later=False, again=False):
+    return [0, var_mask, 0x80 | (0x40 if later else 0) | (0x08 if again else 0)]
 
 
 def vq_reserved_mark(var_mask, fail=False):
@@ -57,13 +58,15 @@ VAR_QUEUE = {
     + vq_complete(0) + vq_complete(1) + vq_complete() * 4,
     "mark-queued-behind-writer": vq_push(1, 1) + vq_push(1, 0) + vq_mark(1) + vq_push(1, 0)
     + vq_push(1, 1) + vq_complete() + vq_complete(2) + vq_complete() * 4,
-    # waits behind a mark: after a reader, behind a reservation, and a failed mark push
+    # waits behind a mark (after a reader), joining a reservation, and a failed mark push
     "wait-behind-a-mark": vq_push(1, 0) + vq_mark(1) + vq_push(1, 0) + vq_mark(1) + vq_mark(1)
     + vq_complete(0) + vq_complete() * 3,
-    "waits-behind-a-reservation": vq_push(1, 0) + vq_mark(1, later=True) + vq_mark(1)
+    "waits-join-a-reservation": vq_push(1, 0) + vq_mark(1, later=True) + vq_mark(1)
     + vq_push(1, 0) + vq_mark(1) + vq_reserved_mark(1) + vq_complete() * 4,
     "failed-mark-push": vq_push(1, 0) + vq_mark(1, later=True) + vq_push(1, 0) + vq_mark(1)
     + vq_reserved_mark(1, fail=True) + vq_mark(1) + vq_complete() * 3,
+    "wait-begins-again": vq_push(1, 0) + vq_mark(1) + vq_push(1, 0) + vq_mark(1, again=True)
+    + vq_complete(0) + vq_complete() * 3,
 }
 
 

@@ -867,6 +867,79 @@ Test(wait, a_wait_behind_a_pending_mark_waits_for_every_earlier_op) {
   }
 }
 
+/* Threads that each push readers of a var and wait on it with short timeouts, all at once,
+ * while a reader holds the var: their waits reserve the var, join each other's marks or wait
+ * behind them and time out there, over and over. None of it may order the reader pushed at the
+ * end (it releases the first), and untimed waits afterwards must each find every reader their
+ * thread pushed finished. */
+enum { kPollers = 4, kPolls = 60 };
+
+typedef struct poller_arg {
+  ordo_engine* e;
+  ordo_var v;
+  atomic_int* phase; /* 1: the readers' release has been pushed */
+  atomic_int pushed_done;
+  int timeouts;
+  ordo_status final_status;
+  int missing_after_wait;
+} poller_arg;
+
+static void* poller_main(void* p) {
+  poller_arg* a = p;
+  for (int i = 0; i < kPolls; ++i) {
+    if (ordo_opr_push(a->e, tu_count_fn, &a->pushed_done, &a->v, 1, NULL, 0, NULL) != ORDO_OK) {
+      a->final_status = ORDO_ERR_INTERNAL;
+      return NULL;
+    }
+    if (ordo_wait_for_var_timeout(a->e, a->v, 50000u * (uint64_t)(1 + i % 4)) == ORDO_ERR_TIMEOUT) {
+      a->timeouts++;
+    }
+  }
+  tu_wait_eq(a->phase, 1, 10000);
+  a->final_status = ordo_wait_for_var(a->e, a->v);
+  a->missing_after_wait = kPolls - atomic_load(&a->pushed_done);
+  return NULL;
+}
+
+Test(wait, threads_polling_and_pushing_on_a_held_var_order_nothing) {
+  for (int k = 0; k < TU_NUM_THREADED_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_threaded_kinds[k]);
+    const char* kind = tu_kind_name(g_kind);
+    ordo_var v = new_var(e);
+    hold_ctx r;
+    memset(&r, 0, sizeof r);
+    ST(ordo_opr_push(e, hold_fn, &r, &v, 1, NULL, 0, NULL), ORDO_OK);
+    cr_assert(tu_wait_eq(&r.started, 1, 5000), "%s: the first reader never ran", kind);
+    atomic_int phase;
+    atomic_init(&phase, 0);
+    poller_arg args[kPollers];
+    pthread_t th[kPollers];
+    for (int i = 0; i < kPollers; ++i) {
+      memset(&args[i], 0, sizeof args[i]);
+      args[i].e = e;
+      args[i].v = v;
+      args[i].phase = &phase;
+      atomic_init(&args[i].pushed_done, 0);
+      cr_assert_eq(pthread_create(&th[i], NULL, poller_main, &args[i]), 0);
+    }
+    tu_sleep_ms(5);
+    ST(ordo_opr_push(e, release_fn, &r, &v, 1, NULL, 0, NULL), ORDO_OK);
+    atomic_store(&phase, 1);
+    for (int i = 0; i < kPollers; ++i) pthread_join(th[i], NULL);
+    cr_assert_eq(atomic_load(&r.released_in_time), 1,
+                 "%s: a reader pushed after the pollers' waits could not run beside the reader "
+                 "before them",
+                 kind);
+    for (int i = 0; i < kPollers; ++i) {
+      ST(args[i].final_status, ORDO_OK);
+      cr_assert_eq(args[i].missing_after_wait, 0,
+                   "%s: a wait returned before %d readers its thread pushed before it finished",
+                   kind, args[i].missing_after_wait);
+    }
+    destroy_engine(e);
+  }
+}
+
 /* Several threads wait at once on a var that a reader holds: all return once it is done. */
 Test(wait, concurrent_waits_on_a_read_var_all_return) {
   enum { W = 4 };
@@ -951,13 +1024,22 @@ static void* stream_pusher(void* p) {
   return NULL;
 }
 
-static void* stream_waiter(void* p) {
-  stream_ctx* c = p;
+/* spread: a wait every millisecond or so, over the whole stream. timed: each wait gives up after
+ * 2 to 32 us (and then leaves its mark on the var, where later waits join it or wait behind
+ * it). */
+static void* stream_waiter_loop(stream_ctx* c, bool spread, bool timed) {
   for (int i = 0; i < kStreamWaits; ++i) {
+    if (spread) tu_sleep_ms(1);
     pthread_mutex_lock(&c->lock);
     int before = c->next_seq; /* every op below this was pushed before the wait */
     pthread_mutex_unlock(&c->lock);
-    if (ordo_wait_for_var(c->e, c->v) != ORDO_OK) atomic_fetch_add(&c->bad_waits, 1);
+    if (timed) {
+      ordo_status s = ordo_wait_for_var_timeout(c->e, c->v, 2000u << (i % 5));
+      if (s == ORDO_ERR_TIMEOUT) continue;
+      if (s != ORDO_OK) atomic_fetch_add(&c->bad_waits, 1);
+    } else if (ordo_wait_for_var(c->e, c->v) != ORDO_OK) {
+      atomic_fetch_add(&c->bad_waits, 1);
+    }
     for (int k = 0; k < before; ++k) {
       if (!atomic_load(&c->done[k])) {
         atomic_fetch_add(&c->bad_waits, 1);
@@ -968,7 +1050,20 @@ static void* stream_waiter(void* p) {
   return NULL;
 }
 
-Test(wait, waits_among_streaming_readers_wait_for_every_earlier_op) {
+static void* stream_waiter(void* p) {
+  return stream_waiter_loop(p, false, false);
+}
+
+static void* stream_spread_waiter(void* p) {
+  return stream_waiter_loop(p, true, false);
+}
+
+static void* stream_timed_waiter(void* p) {
+  return stream_waiter_loop(p, true, true);
+}
+
+/* timed: the second waiter's waits time out now and then (stream_waiter_loop). */
+static void check_waits_among_streaming_readers(bool timed) {
   for (int k = 0; k < TU_NUM_THREADED_KINDS; ++k) {
     static stream_ctx c;
     memset(&c, 0, sizeof c);
@@ -977,7 +1072,8 @@ Test(wait, waits_among_streaming_readers_wait_for_every_earlier_op) {
     pthread_mutex_init(&c.lock, NULL);
     pthread_t th[4];
     for (int i = 0; i < 2; ++i) cr_assert_eq(pthread_create(&th[i], NULL, stream_pusher, &c), 0);
-    for (int i = 2; i < 4; ++i) cr_assert_eq(pthread_create(&th[i], NULL, stream_waiter, &c), 0);
+    cr_assert_eq(pthread_create(&th[2], NULL, timed ? stream_spread_waiter : stream_waiter, &c), 0);
+    cr_assert_eq(pthread_create(&th[3], NULL, timed ? stream_timed_waiter : stream_waiter, &c), 0);
     for (int i = 0; i < 4; ++i) pthread_join(th[i], NULL);
     ST(ordo_wait_for_all(c.e), ORDO_OK);
     cr_assert_eq(atomic_load(&c.push_errors), 0, "%s", tu_kind_name(g_kind));
@@ -988,4 +1084,15 @@ Test(wait, waits_among_streaming_readers_wait_for_every_earlier_op) {
     pthread_mutex_destroy(&c.lock);
     destroy_engine(c.e);
   }
+}
+
+Test(wait, waits_among_streaming_readers_wait_for_every_earlier_op) {
+  check_waits_among_streaming_readers(false);
+}
+
+/* With expired waits' marks left on the var, later waits join them or wait behind them (and
+ * give up there, or push their own once those fire): each wait that returns OK must still find
+ * every op pushed before it finished, and nothing may hang. */
+Test(wait, timed_waits_among_streaming_readers_wait_for_every_earlier_op) {
+  check_waits_among_streaming_readers(true);
 }

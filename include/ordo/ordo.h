@@ -524,12 +524,13 @@ ORDO_API ordo_status ordo_exec_get_info(const ordo_exec* exec, ordo_exec_info* i
 /**
  * Blocks until every op pushed before this call that reads or mutates v has completed, and
  * orders nothing: ops pushed after the call run as if it had not been made (a reader of v pushed
- * after it runs beside the readers pushed before it). An op that another thread pushes on v
- * while the wait is in progress counts as pushed before or after it (nothing orders the two),
- * and the wait may wait for it. This holds also while an earlier wait on v is pending (in
- * progress, or timed out with ops before it unfinished): a wait with nothing pushed on v since
- * that one shares its outcome; otherwise it waits for the ops before that wait first, then for
- * the rest.
+ * after it runs beside the readers pushed before it). Ops that other threads push on v while the
+ * wait is in progress overlap the call, and it may wait for them. It does when an earlier wait
+ * on v is pending (in progress, or timed out with ops before it unfinished) and other ops were
+ * pushed on v since: it first waits for the ops before that earlier wait, then for every op
+ * pushed on v until then, by any thread. (With nothing pushed on v since, it shares the earlier
+ * wait's outcome.) A wait that overlaps ordo_var_delete(e, v) may return INVALID_HANDLE, the
+ * delete counting as before it, while ops pushed before the wait still run.
  * Returns ORDO_ERR_OP_FAILED if v is then in an error state (the message names the failing op,
  * its code and message; ordo_var_get_error gives the code). Called from inside an op of the
  * same engine it returns ORDO_ERR_WOULD_DEADLOCK at once instead of waiting (the op itself, or

@@ -1262,14 +1262,17 @@ ordo_status Engine::with_var_locked(ordo_var h, F&& f) {
   return f(v);
 }
 
+static ordo_status timed_out_waiting() {
+  return fail(ORDO_ERR_TIMEOUT, "ordo_wait_for_var: timed out; ops on the var are still pending");
+}
+
 // ordo_wait_for_var_timeout(v, 0): looks at the var instead of queueing a wait mark on it, so a
 // poll leaves nothing behind (not even a mark, which orders nothing but stays until the ops before
 // it finish), allocates nothing and never sleeps.
 ordo_status Engine::poll_var(ordo_var h) {
   return with_var_locked(h, [](VarSlot* v) {
     if (!v->idle()) {
-      return fail(ORDO_ERR_TIMEOUT,
-                  "ordo_wait_for_var: timed out; ops on the var are still pending");
+      return timed_out_waiting();
     }
     SpinGuard e(v->error_lock);
     if (ErrorRecord* err = v->current_error()) return fail(ORDO_ERR_OP_FAILED, "%s", err->text);
@@ -1278,30 +1281,48 @@ ordo_status Engine::poll_var(ordo_var h) {
 }
 
 // How a wait begins on its var (VarSlot::begin_wait, under the var's push lock, with a push's
-// checks). *slot: the var's slot.
-ordo_status Engine::begin_wait(ordo_var h, Waiter* w, VarSlot** slot, VarSlot::WaitStep* step) {
-  VarLink* fired = nullptr;
-  ordo_status s = with_var_locked(h, [&](VarSlot* v) {
+// checks). *slot: the var's slot. `again`: the wait began before and is beginning again.
+ordo_status Engine::begin_wait(ordo_var h, Waiter* w, bool again, VarSlot** slot,
+                               VarSlot::WaitStep* step) {
+  return with_var_locked(h, [&](VarSlot* v) {
     *slot = v;
-    *step = v->begin_wait(w, &fired);
+    *step = v->begin_wait(w, again);
     return ORDO_OK;
   });
-  // A mark whose split has just ended is cleared a few instructions later (end_split).
-  while (fired && (*slot)->wait_mark.load(std::memory_order_acquire) == fired) sched_yield();
-  return s;
 }
 
 // The push of a wait's mark failed after begin_wait reserved the var for it: no mark comes, so
-// the waits queued behind the reservation begin again (and meet the same refusal, or reserve).
+// the waits that joined the reservation begin again (and meet the same refusal, or reserve).
 void Engine::cancel_wait_reservation(VarSlot* slot) {
-  WaitJoiner* behind;
+  WaitJoiner* joined;
   {
     SpinGuard g(slot->push_lock);
-    behind = slot->cancel_reservation();
+    joined = slot->cancel_reservation();
   }
-  wake_joiners(behind);
+  wake_joiners(joined);
 }
 
+namespace {
+
+using WaitClock = std::chrono::steady_clock;
+
+// Sleeps until the waiter is woken (true) or, with a timeout, until the deadline (false).
+bool sleep_until_woken(Waiter* w, bool timed, WaitClock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(w->mutex);
+  auto is_done = [w] { return w->done; };
+  if (!timed) {
+    w->cv.wait(lock, is_done);
+    return true;
+  }
+  return w->cv.wait_until(lock, deadline, is_done);
+}
+
+}  // namespace
+
+// A wait begins (VarSlot::begin_wait): it pushes a wait mark, joins the outstanding one, or
+// waits behind it and begins again once it has fired. Beginning again (`again`), it joins any
+// mark it finds, since that mark came after the call. Out of time before a new beginning, it
+// takes one last look instead, which leaves nothing behind (a poll).
 ordo_status Engine::wait_for_var(ordo_var v, const uint64_t* timeout_ns) {
   if (called_from_inside()) {
     return fail(ORDO_ERR_WOULD_DEADLOCK,
@@ -1310,19 +1331,21 @@ ordo_status Engine::wait_for_var(ordo_var v, const uint64_t* timeout_ns) {
   }
   timeout_ns = finite_or_null(timeout_ns);
   if (timeout_ns && *timeout_ns == 0) return poll_var(v);
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point deadline =
-      timeout_ns ? Clock::now() + std::chrono::nanoseconds(*timeout_ns) : Clock::time_point::max();
-  for (;;) {
+  const bool timed = timeout_ns != nullptr;
+  const WaitClock::time_point deadline =
+      timed ? WaitClock::now() + std::chrono::nanoseconds(*timeout_ns) : WaitClock::time_point{};
+  for (bool again = false;; again = true) {
+    if (again && timed && WaitClock::now() >= deadline) return poll_var(v);
     auto* w = new Waiter();
     VarSlot* slot = nullptr;
     VarSlot::WaitStep step = VarSlot::kPushMark;
-    if (ordo_status s = begin_wait(v, w, &slot, &step)) {
+    if (ordo_status s = begin_wait(v, w, again, &slot, &step)) {
       delete w;
       return s;
     }
-    if (step == VarSlot::kMarkFired) {
+    if (step == VarSlot::kMarkFired) {  // cleared a few instructions later (end_split)
       delete w;
+      sched_yield();
       continue;
     }
     // The wait mark, a read (var_slot.h): it waits for the readers before it as well, and holds
@@ -1334,28 +1357,16 @@ ordo_status Engine::wait_for_var(ordo_var v, const uint64_t* timeout_ns) {
         return s;
       }
     }
-    bool done;
-    {
-      std::unique_lock<std::mutex> lock(w->mutex);
-      auto is_done = [w] { return w->done; };
-      if (timeout_ns) {
-        done = w->cv.wait_until(lock, deadline, is_done);
-      } else {
-        w->cv.wait(lock, is_done);
-        done = true;
-      }
-    }
+    const bool woken = sleep_until_woken(w, timed, deadline);
+    const bool retry = woken && w->retry;
     ordo_status s = ORDO_OK;
-    if (!done) {
-      s = fail(ORDO_ERR_TIMEOUT, "ordo_wait_for_var: timed out; ops on the var are still pending");
-    } else if (w->retry) {
-      w->drop();  // the mark it waited behind has fired: begin again
-      continue;
-    } else if (w->code != 0) {
+    if (!woken) {
+      s = timed_out_waiting();
+    } else if (!retry && w->code != 0) {
       s = fail(ORDO_ERR_OP_FAILED, "%s", w->text);
     }
     w->drop();
-    return s;
+    if (!retry) return s;
   }
 }
 

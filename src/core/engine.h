@@ -125,7 +125,8 @@ class Engine {
   void check_throttle(PushLane* lane, bool shared);
   int64_t pending_now() const;
   ordo_status poll_var(ordo_var h);
-  ordo_status begin_wait(ordo_var h, Waiter* w, VarSlot** slot, VarSlot::WaitStep* step);
+  ordo_status begin_wait(ordo_var h, Waiter* w, bool again, VarSlot** slot,
+                         VarSlot::WaitStep* step);
   void cancel_wait_reservation(VarSlot* slot);
   template <class F>
   ordo_status with_var_locked(ordo_var h, F&& f);

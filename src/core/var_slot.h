@@ -56,13 +56,16 @@
 // mark per var at a time (begin_wait). A wait that comes while one is outstanding, with nothing
 // pushed on the var since (`last_arrival` is the mark: the same thread polling with short
 // timeouts), waits for exactly what that mark waits for, and joins it without arriving here.
-// After other accesses, it waits *behind* the mark: woken when the mark fires, it begins again
-// and pushes a mark of its own, which then counts what is left. Waiting first is the same as
-// having been called later, and no other thread can tell the two apart: the waiting thread does
-// nothing meanwhile that anyone could see, so an op another thread pushes meanwhile could as
-// well have come before the call (SPEC 2.4). What the others pay: an arrival ORs the epoch into its
-// link and records itself in last_arrival, and a reader's completion tests kSplit in the word it
-// has just CASed.
+// So does a wait that finds the var reserved for a mark still to come, which will come after
+// it. After other accesses, a wait waits *behind* the mark: woken when the mark fires, it begins
+// again, and pushes a mark of its own (or joins whatever mark it finds then, which came after
+// its call). Its mark then counts what is left, and also the ops other threads pushed on the
+// var while it waited behind: a wait made at that later moment would wait for them too. Those
+// pushes overlap the call, and pushes are ordered only among themselves (SPEC 2.4), so
+// nothing is broken; but such a wait can take longer, by up to the time the earlier mark's
+// readers take to finish. What the others pay: an arrival ORs the epoch into its link and
+// records itself in last_arrival, and a reader's completion tests kSplit in the word it has just
+// CASed.
 #pragma once
 
 #include <atomic>
@@ -77,8 +80,8 @@ namespace ordo {
 
 // A wait that waits on a var's outstanding wait mark instead of pushing its own (the engine's
 // Waiter): it is woken when that mark fires. `retry`: it waited *behind* the mark (something
-// arrived on the var after the mark and before the wait, or the mark had not arrived yet), so
-// once woken it begins again; else it joined the mark, whose result is its own.
+// arrived on the var after the mark and before the wait), or joined a reservation whose mark
+// never came, so once woken it begins again; else it joined the mark, whose result is its own.
 struct WaitJoiner {
   WaitJoiner* next_joiner = nullptr;
   bool retry = false;
@@ -140,43 +143,42 @@ struct alignas(64) VarSlot {
   // How a wait (ordo_wait_for_var, not a poll) begins on this var; caller holds push_lock.
   //   kPushMark:  no mark is outstanding: the var is reserved for the caller's mark, which the
   //               caller pushes now (or, if that push fails, cancel_reservation()).
-  //   kJoined:    j joined the outstanding mark, with nothing arrived since it: a wait now waits
-  //               for exactly what that mark waits for, so the mark's result is j's.
-  //   kBehind:    j waits behind the outstanding (or reserved) mark, with other accesses arrived
-  //               since: j->retry, woken when the mark fires, begins again. A second mark on
-  //               the var would need counts per epoch that the state word has no room for; once
-  //               the mark has fired, everything before it has completed, and the wait's own
-  //               mark then counts what is left.
-  //   kMarkFired: the mark's split has just ended (*fired: the mark, still in wait_mark until
-  //               end_split() clears it, a few instructions later): begin again after that.
+  //   kJoined:    j joined the outstanding mark, which waits for everything the wait must wait
+  //               for, so the mark's result is j's: nothing arrived since the mark; or the var is
+  //               reserved for a mark still to come; or `again`, a wait beginning again, whose
+  //               call came before any mark it can find now (the one it began behind is gone).
+  //   kBehind:    j waits behind the outstanding mark, with other accesses arrived since:
+  //               j->retry, woken when the mark fires, begins again. A second mark on the var
+  //               would need counts per epoch that the state word has no room for; once the mark
+  //               has fired, everything before it has completed, and the wait's own mark then
+  //               counts what is left.
+  //   kMarkFired: the mark's split has just ended (end_split() clears wait_mark a few
+  //               instructions later): begin again, `again`.
   enum WaitStep { kPushMark, kJoined, kBehind, kMarkFired };
-  WaitStep begin_wait(WaitJoiner* j, VarLink** fired) {
+  WaitStep begin_wait(WaitJoiner* j, bool again) {
     VarLink* m = wait_mark.load(std::memory_order_acquire);
     if (!m) {
       wait_mark.store(reserved_mark(), std::memory_order_relaxed);
       joiners.store(nullptr, std::memory_order_relaxed);  // open: joined under push_lock only
       return kPushMark;
     }
-    j->retry = m == reserved_mark() || m != last_arrival;
+    j->retry = m != reserved_mark() && !again && m != last_arrival;
     WaitJoiner* head = joiners.load(std::memory_order_acquire);
     do {
-      if (head == closed_joiners()) {
-        *fired = m;
-        return kMarkFired;
-      }
+      if (head == closed_joiners()) return kMarkFired;
       j->next_joiner = head;
     } while (!joiners.compare_exchange_weak(head, j, std::memory_order_acq_rel,
                                             std::memory_order_acquire));
     return j->retry ? kBehind : kJoined;
   }
   // The push of the reserved mark failed (caller holds push_lock): the var carries no mark.
-  // Returns the waits that queued behind the reservation (all kBehind), to wake: each begins
-  // again.
+  // Returns the waits that joined the reservation, to wake (retry set): each begins again.
   WaitJoiner* cancel_reservation() {
     if (wait_mark.load(std::memory_order_relaxed) != reserved_mark()) return nullptr;
-    WaitJoiner* behind = joiners.exchange(nullptr, std::memory_order_acq_rel);
+    WaitJoiner* joined = joiners.exchange(nullptr, std::memory_order_acq_rel);
+    for (WaitJoiner* j = joined; j; j = j->next_joiner) j->retry = true;
     wait_mark.store(nullptr, std::memory_order_release);
-    return behind;
+    return joined;
   }
   // For the fired mark's op: the waits that joined it.
   WaitJoiner* take_fired_joiners() {
