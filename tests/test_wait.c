@@ -867,6 +867,45 @@ Test(wait, a_wait_behind_a_pending_mark_waits_for_every_earlier_op) {
   }
 }
 
+/* A wait behind a pending mark whose var another thread deletes meanwhile: beginning again once
+ * the mark fired, it found the handle stale and returned INVALID_HANDLE at once, while a reader
+ * pushed before it still ran (found by review). The delete counts as before the wait, which may
+ * say INVALID_HANDLE, but only once that delete, and so every op before the wait, is done. */
+Test(wait,
+     a_wait_behind_a_mark_on_a_var_deleted_meanwhile_returns_once_the_ops_before_it_are_done) {
+  for (int k = 0; k < TU_NUM_THREADED_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_threaded_kinds[k]);
+    const char* kind = tu_kind_name(g_kind);
+    ordo_var v = new_var(e);
+    hold_ctx first, between;
+    memset(&first, 0, sizeof first);
+    memset(&between, 0, sizeof between);
+    ST(ordo_opr_push(e, hold_fn, &first, &v, 1, NULL, 0, NULL), ORDO_OK);
+    cr_assert(tu_wait_eq(&first.started, 1, 5000), "%s: the first reader never ran", kind);
+    ST(ordo_wait_for_var_timeout(e, v, TU_MS_NS(2)), ORDO_ERR_TIMEOUT); /* its mark stays */
+    ST(ordo_opr_push(e, hold_fn, &between, &v, 1, NULL, 0, NULL), ORDO_OK);
+    cr_assert(tu_wait_eq(&between.started, 1, 5000), "%s: the second reader never ran", kind);
+    atomic_int returned;
+    atomic_init(&returned, 0);
+    waiter_arg a;
+    pthread_t th;
+    start_waiter(&a, &th, e, v, &returned);
+    tu_sleep_ms(50); /* the waiter waits behind the first mark by now */
+    ST(ordo_var_delete(e, v), ORDO_OK);
+    atomic_store(&first.release, 1); /* the mark fires; the waiter begins again */
+    tu_sleep_ms(50);
+    cr_assert_eq(atomic_load(&returned), 0,
+                 "%s: the wait returned (%s) while a reader pushed before it still ran", kind,
+                 ordo_status_string(atomic_load(&a.status)));
+    atomic_store(&between.release, 1);
+    cr_assert(tu_wait_eq(&returned, 1, 5000), "%s: the wait did not return", kind);
+    pthread_join(th, NULL);
+    ST(atomic_load(&a.status), ORDO_ERR_INVALID_HANDLE);
+    ST(ordo_wait_for_all(e), ORDO_OK);
+    destroy_engine(e);
+  }
+}
+
 /* Threads that each push readers of a var and wait on it with short timeouts, all at once,
  * while a reader holds the var: their waits reserve the var, join each other's marks or wait
  * behind them and time out there, over and over. None of it may order the reader pushed at the

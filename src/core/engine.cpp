@@ -142,11 +142,12 @@ void wake_waiter(Waiter* w, WaitJoiner* joined) {
   wake_one(w);
 }
 
-// Wakes waits queued behind a mark that never came (each has retry set): they begin again.
-void wake_joiners(WaitJoiner* behind) {
-  while (behind) {
-    auto* j = static_cast<Waiter*>(behind);
-    behind = behind->next_joiner;
+// Wakes a list of waits that learn nothing from the waker: those that joined a reservation whose
+// mark never came (retry set: they begin again), or waited for a var's delete.
+void wake_joiners(WaitJoiner* list) {
+  while (list) {
+    auto* j = static_cast<Waiter*>(list);
+    list = list->next_joiner;
     wake_one(j);
   }
 }
@@ -955,7 +956,10 @@ void Engine::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
     const VarSlot::Completion done = v->complete(l);
     settle_grants(done.granted, chain_ready);
     if (__builtin_expect(done.fired != nullptr, 0)) chain_ready(done.fired->op());
-    if (op->kind == OpKind::kDeleteVar) vars_.reclaim(v);
+    if (op->kind == OpKind::kDeleteVar) {
+      wake_joiners(v->finish_delete());
+      vars_.reclaim(v);
+    }
   }
   ErrorRecord::release(failure);
   pool_.release(op, at.cache);
@@ -1281,11 +1285,13 @@ ordo_status Engine::poll_var(ordo_var h) {
 }
 
 // How a wait begins on its var (VarSlot::begin_wait, under the var's push lock, with a push's
-// checks). *slot: the var's slot. `again`: the wait began before and is beginning again.
+// checks). *slot: the var's slot, and *deletes_done its count of deletes completed.
+// `again`: the wait began before and is beginning again.
 ordo_status Engine::begin_wait(ordo_var h, Waiter* w, bool again, VarSlot** slot,
-                               VarSlot::WaitStep* step) {
+                               uint32_t* deletes_done, VarSlot::WaitStep* step) {
   return with_var_locked(h, [&](VarSlot* v) {
     *slot = v;
+    *deletes_done = v->deletes_done;
     *step = v->begin_wait(w, again);
     return ORDO_OK;
   });
@@ -1317,6 +1323,31 @@ bool sleep_until_woken(Waiter* w, bool timed, WaitClock::time_point deadline) {
   return w->cv.wait_until(lock, deadline, is_done);
 }
 
+// A wait that began on a live var (its slot, and the deletes of it completed then) found it
+// deleted as it began again: that delete was pushed after the call, so it is ordered after
+// every op the wait waits for. Returns `stale` (the var is gone, as the wait's handle check has
+// just said) once the delete has completed, never while an op pushed before the call still runs.
+ordo_status wait_for_the_delete(VarSlot* slot, uint32_t deletes_seen, bool timed,
+                                WaitClock::time_point deadline, ordo_status stale) {
+  auto* w = new Waiter();
+  bool pending;
+  {
+    SpinGuard g(slot->push_lock);
+    pending = slot->deletes_done == deletes_seen;
+    if (pending) {
+      w->next_joiner = slot->delete_waits;
+      slot->delete_waits = w;
+    }
+  }
+  if (!pending) {
+    delete w;
+    return stale;
+  }
+  const bool woken = sleep_until_woken(w, timed, deadline);
+  w->drop();
+  return woken ? stale : timed_out_waiting();
+}
+
 }  // namespace
 
 // A wait begins (VarSlot::begin_wait): it pushes a wait mark, joins the outstanding one, or
@@ -1334,14 +1365,25 @@ ordo_status Engine::wait_for_var(ordo_var v, const uint64_t* timeout_ns) {
   const bool timed = timeout_ns != nullptr;
   const WaitClock::time_point deadline =
       timed ? WaitClock::now() + std::chrono::nanoseconds(*timeout_ns) : WaitClock::time_point{};
+  VarSlot* first_slot = nullptr;
+  uint32_t deletes_seen = 0;
   for (bool again = false;; again = true) {
     if (again && timed && WaitClock::now() >= deadline) return poll_var(v);
     auto* w = new Waiter();
     VarSlot* slot = nullptr;
+    uint32_t deletes_done = 0;
     VarSlot::WaitStep step = VarSlot::kPushMark;
-    if (ordo_status s = begin_wait(v, w, again, &slot, &step)) {
+    if (ordo_status s = begin_wait(v, w, again, &slot, &deletes_done, &step)) {
       delete w;
+      // Valid when the wait began: the var has been deleted since.
+      if (again && s == ORDO_ERR_INVALID_HANDLE) {
+        return wait_for_the_delete(first_slot, deletes_seen, timed, deadline, s);
+      }
       return s;
+    }
+    if (!again) {
+      first_slot = slot;
+      deletes_seen = deletes_done;
     }
     if (step == VarSlot::kMarkFired) {  // cleared a few instructions later (end_split)
       delete w;

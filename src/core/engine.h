@@ -125,7 +125,7 @@ class Engine {
   void check_throttle(PushLane* lane, bool shared);
   int64_t pending_now() const;
   ordo_status poll_var(ordo_var h);
-  ordo_status begin_wait(ordo_var h, Waiter* w, bool again, VarSlot** slot,
+  ordo_status begin_wait(ordo_var h, Waiter* w, bool again, VarSlot** slot, uint32_t* deletes_done,
                          VarSlot::WaitStep* step);
   void cancel_wait_reservation(VarSlot* slot);
   template <class F>

@@ -121,6 +121,11 @@ struct alignas(64) VarSlot {
   // that sees kSplit: read from here afterwards, it could already be a later mark's).
   uintptr_t read_epoch = 0;
   VarLink* last_arrival = nullptr;  // the youngest access to arrive (pushers, under push_lock)
+  // Deletes of this slot completed, and waits that began while the var was live and, beginning
+  // again, found it deleted: they are woken once the delete has completed (finish_delete()),
+  // which is ordered after everything they wait for. Both under push_lock; rare.
+  uint32_t deletes_done = 0;
+  WaitJoiner* delete_waits = nullptr;
 
   // --- line 1: the processor (the thread completing the last active access) ---
   alignas(64) VarLink* fifo_head = nullptr;
@@ -179,6 +184,14 @@ struct alignas(64) VarSlot {
     for (WaitJoiner* j = joined; j; j = j->next_joiner) j->retry = true;
     wait_mark.store(nullptr, std::memory_order_release);
     return joined;
+  }
+  // The var's delete op completes: returns the waits to wake (see delete_waits).
+  WaitJoiner* finish_delete() {
+    SpinGuard g(push_lock);
+    ++deletes_done;
+    WaitJoiner* w = delete_waits;
+    delete_waits = nullptr;
+    return w;
   }
   // For the fired mark's op: the waits that joined it.
   WaitJoiner* take_fired_joiners() {
