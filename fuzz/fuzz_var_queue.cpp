@@ -32,7 +32,11 @@
 //     nothing older is left, it has fired;
 //   - a fired mark hands over exactly the waits that joined it or queued behind it (and the
 //     reservation it came from), and a cancelled reservation exactly those that joined it, each
-//     set to begin again;
+//     set to begin again; a wait on a list that gives up leaves it exactly when it is the
+//     youngest there;
+//   - a wait handed over to return (not to begin again) finds every access that arrived before
+//     its first step completed; waits handed back begin again in later steps (`again`: any mark
+//     they find then came after them, so they join it), and at the end until none is left;
 //   - kSplit is set exactly while a granted mark has not fired.
 // Any difference, double trigger or missed trigger aborts. At the end every op must drain.
 #include <algorithm>
@@ -81,6 +85,18 @@ struct Op {
 struct Pending {
   Op* op;
   int link;
+  uint64_t seq;  // its place among all arrivals on all vars
+};
+
+// A wait that joined a mark or queued behind it (or behind a reservation).
+struct Joiner : ordo::WaitJoiner {
+  int id = 0;
+  int var = 0;
+  const Op* on = nullptr;  // the mark, or kReservation; nullptr: handed back to begin again
+  uint64_t first_seq = 0;  // arrivals before its first step: what it must wait for
+  int order = 0;           // when it joined its current list
+  bool woken = false;
+  bool done = false;
 };
 
 class VarQueueHarness {
@@ -125,7 +141,7 @@ class VarQueueHarness {
     uint32_t mask = vars & 0xF;
     if (mask == 0) mask = 1u << ((vars >> 4) & 3);
     if (writes & 0x80) {
-      wait_step(__builtin_ctz(mask), writes);
+      wait_step(__builtin_ctz(mask), writes, in.byte());
       return;
     }
     Op* op = new_op();
@@ -149,11 +165,12 @@ class VarQueueHarness {
     }
   }
 
-  // A wait on var v (not a poll), or (0x10, while a wait has reserved v) that wait's next step:
-  // its mark arrives, or (0x20) its push fails. 0x40: a wait that reserves v pushes its mark in
-  // a later step (accesses and waits arrive meanwhile). 0x08: a wait that begins again (after
-  // the mark it waited behind fired: the engine's `again`).
-  void wait_step(int v, uint8_t bits) {
+  // A wait on var v (not a poll). Instead, while a wait has reserved v, 0x10: that wait's next
+  // step, its mark arriving, or (0x20) its push failing. 0x04: a wait on v's mark gives up
+  // (timed out). 0x08: a wait handed back to begin again (Engine::wait_for_var's `again`)
+  // does. 0x40: a wait that reserves v pushes its mark in a later step (accesses and waits
+  // arrive meanwhile).
+  void wait_step(int v, uint8_t bits, uint8_t pick) {
     if (reserved_[v] && (bits & 0x10)) {
       if (bits & 0x20) {
         cancel_reservation(v);
@@ -162,13 +179,30 @@ class VarQueueHarness {
       }
       return;
     }
+    if (bits & 0x04) {
+      if (Joiner* j = pick_joiner(v, pick, false)) give_up(j);
+      return;
+    }
+    Joiner* j = (bits & 0x08) ? pick_joiner(v, pick, true) : nullptr;
+    const bool again = j != nullptr;
+    if (!j) {
+      joiners_.push_back(std::make_unique<Joiner>());
+      j = joiners_.back().get();
+      j->id = next_id_++;
+      j->var = v;
+      j->first_seq = arrivals_;
+    }
+    begin(j, again, bits);
+  }
+
+  // begin_wait for j, new or (again) handed back.
+  void begin(Joiner* j, bool again, uint8_t bits) {
+    const int v = j->var;
     VarSlot& s = vars_[v];
     const Op* outstanding = outstanding_mark(v);
-    joiners_.push_back(std::make_unique<Joiner>());
-    Joiner* j = joiners_.back().get();
-    j->id = next_id_++;
-    j->var = v;
-    const bool again = (bits & 0x08) != 0;
+    j->retry = false;
+    j->on = nullptr;
+    j->order = next_id_++;
     s.push_lock.lock();
     VarSlot::WaitStep step = s.begin_wait(j, again);
     s.push_lock.unlock();
@@ -178,11 +212,13 @@ class VarQueueHarness {
     } else if (outstanding == kReservation || again || last_arrival_[v] == &outstanding->link(0)) {
       expected = VarSlot::kJoined;
     }
-    FUZZ_TRACE("wait %d on var %d: step %d\n", j->id, v, static_cast<int>(step));
+    FUZZ_TRACE("wait %d on var %d%s: step %d\n", j->id, v, again ? " (again)" : "",
+               static_cast<int>(step));
     FUZZ_CHECK(step == expected, "wait %d on var %d: begin_wait gave step %d, the model says %d",
                j->id, v, static_cast<int>(step), static_cast<int>(expected));
     if (step == VarSlot::kPushMark) {
-      joiners_.pop_back();
+      // Its own mark waits for everything before it, which fire() checks.
+      erase_joiner(j);
       reserved_[v] = true;
       if (!(bits & 0x40)) push_mark(v);
       return;
@@ -190,6 +226,35 @@ class VarQueueHarness {
     FUZZ_CHECK(j->retry == (step == VarSlot::kBehind), "wait %d: retry=%d after step %d", j->id,
                j->retry, static_cast<int>(step));
     j->on = outstanding;
+  }
+
+  // A wait of var v: on its mark's list (begun == false), or handed back to begin again.
+  FUZZ_ORACLE Joiner* pick_joiner(int v, uint8_t pick, bool handed_back) const {
+    std::vector<Joiner*> found;
+    for (const auto& j : joiners_) {
+      if (j->var == v && (j->on == nullptr) == handed_back) found.push_back(j.get());
+    }
+    return found.empty() ? nullptr : found[pick % found.size()];
+  }
+
+  // A wait on a mark's list gives up: it leaves the list exactly when it is the youngest there.
+  void give_up(Joiner* j) {
+    const Joiner* youngest = nullptr;
+    for (const auto& o : joiners_) {
+      if (o->var == j->var && o->on == j->on && (!youngest || o->order > youngest->order)) {
+        youngest = o.get();
+      }
+    }
+    bool left = vars_[j->var].leave_joiners(j);
+    FUZZ_TRACE("wait %d on var %d gives up: left=%d\n", j->id, j->var, left);
+    FUZZ_CHECK(left == (youngest == j), "wait %d on var %d: left its mark's list=%d, youngest=%d",
+               j->id, j->var, left, youngest == j);
+    if (left) erase_joiner(j);  // else it stays on the list, to be woken with the rest
+  }
+
+  void erase_joiner(const Joiner* j) {
+    joiners_.erase(std::find_if(joiners_.begin(), joiners_.end(),
+                                [&](const std::unique_ptr<Joiner>& o) { return o.get() == j; }));
   }
 
   // The var's mark that has not fired (kReservation: the var is reserved for one), or nullptr.
@@ -218,7 +283,9 @@ class VarQueueHarness {
                v);
   }
 
-  // `list` (from the slot) must hold exactly the waits on `on` of var v, each once.
+  // `list` (from the slot) must hold exactly the waits on `on` of var v, each once. A wait that
+  // joined returns: every access that arrived before its first step must have completed (marks
+  // aside: waits wait for ops, not for other waits). One that must begin again is handed back.
   void hand_over(ordo::WaitJoiner* list, int v, const Op* on, const char* by) {
     size_t n = 0;
     for (ordo::WaitJoiner* w = list; w; w = w->next_joiner) {
@@ -232,9 +299,19 @@ class VarQueueHarness {
     for (const auto& j : joiners_) {
       FUZZ_CHECK(j->var != v || j->on != on || j->woken, "%s on var %d did not hand over wait %d",
                  by, v, j->id);
+      if (!j->woken) continue;
+      j->woken = false;
+      j->on = nullptr;
+      if (j->retry) continue;  // handed back: it begins again in a later step
+      for (const Pending& p : queue_[v]) {
+        FUZZ_CHECK(p.op->mark || p.seq >= j->first_seq,
+                   "%s on var %d: wait %d returns while op %d, which arrived before it, is pending",
+                   by, v, j->id, p.op->id);
+      }
+      j->done = true;
     }
     joiners_.erase(std::remove_if(joiners_.begin(), joiners_.end(),
-                                  [](const std::unique_ptr<Joiner>& j) { return j->woken; }),
+                                  [](const std::unique_ptr<Joiner>& j) { return j->done; }),
                    joiners_.end());
   }
 
@@ -250,12 +327,12 @@ class VarQueueHarness {
     VarSlot& s = vars_[v];
     s.push_lock.lock();
     Census c = census(v);
-    queue_[v].push_back({op, 0});
+    queue_[v].push_back({op, 0, arrivals_++});
     last_arrival_[v] = &l;
     bool granted = s.arrive(&l);
     reserved_[v] = false;
     for (const auto& j : joiners_) {
-      if (j->var == v && j->on == kReservation) j->on = op;  // behind the mark now
+      if (j->var == v && j->on == kReservation) j->on = op;  // on the mark now
     }
     FUZZ_TRACE("mark op %d on var %d: granted=%d\n", op->id, v, granted);
     FUZZ_CHECK(l.mark() && !l.write(), "mark op %d on var %d: write=%d and mark=%d", op->id, v,
@@ -323,7 +400,7 @@ class VarQueueHarness {
     int v = var_index(l.var());
     Census c = census(v);
     bool expected = queue_[v].empty() || (!l.write() && c.waiting == 0 && c.writers == 0);
-    queue_[v].push_back({op, i});
+    queue_[v].push_back({op, i, arrivals_++});
     last_arrival_[v] = &l;
     bool granted = l.var()->arrive(&l);
     FUZZ_TRACE("  op %d arrives at var %d (%s): granted=%d\n", op->id, v,
@@ -540,7 +617,18 @@ class VarQueueHarness {
       if (reserved_[v]) push_mark(v);
     }
     check_all();
-    while (!live_.empty()) {
+    for (;;) {
+      // Waits handed back begin again (and may push marks), until none is left.
+      Joiner* back = nullptr;
+      for (const auto& j : joiners_) {
+        if (j->on == nullptr) back = j.get();
+      }
+      if (back) {
+        begin(back, true, 0);
+        check_all();
+        continue;
+      }
+      if (live_.empty()) break;
       Op* op = pick_ready(0);
       FUZZ_CHECK(op != nullptr, "%zu ops left and none is runnable (lost grant)", live_.size());
       complete_all(op);
@@ -554,19 +642,13 @@ class VarQueueHarness {
     FUZZ_CHECK(joiners_.empty(), "%zu waits never woken after draining", joiners_.size());
   }
 
-  // A wait that joined a mark or queued behind it (or behind a reservation).
-  struct Joiner : ordo::WaitJoiner {
-    int id = 0;
-    int var = 0;
-    const Op* on = nullptr;  // the mark, or kReservation
-    bool woken = false;
-  };
   static inline const Op* const kReservation = reinterpret_cast<const Op*>(uintptr_t{1});
 
   VarSlot vars_[kVars];
   std::vector<Pending> queue_[kVars];  // the model
   bool reserved_[kVars] = {};          // a wait reserved the var; its mark has not arrived
   const VarLink* last_arrival_[kVars] = {};
+  uint64_t arrivals_ = 0;
   std::vector<std::unique_ptr<Joiner>> joiners_;
   std::vector<std::unique_ptr<Op>> live_;
   std::vector<OpBlock*> blocks_;

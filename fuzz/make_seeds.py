@@ -15,20 +15,21 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # ---- fuzz_var_queue: step = below(4): 0 push(vars, writes) | 1 arrive next | 2 complete op(k)
 #      | 3 complete next link(k). vars: bit v = var v, 0x80 = only the first access arrives now.
-#      writes: bit v = var v is written, 0x80 = a wait on the lowest var of vars instead (0x40:
-#      a wait that reserves the var pushes its mark in a later step; 0x10 while the var is
-#      reserved: that later step, the mark's push, or with 0x20 its failure; 0x08: a wait that
-#      begins again).
+#      writes: bit v = var v is written, 0x80 = a wait on the lowest var of vars instead, then a
+#      pick byte (0x40: a wait that reserves the var pushes its mark in a later step; 0x10 while
+#      the var is reserved: that later step, the mark's push, or with 0x20 its failure; 0x08: a
+#      wait handed back (pick) begins again; 0x04: a wait on the var's mark (pick) gives up).
 def vq_push(vars_mask, writes_mask, split=False):
     return [0, vars_mask | (0x80 if split else 0), writes_mask]
 
 
-def vq_mark(var_mask, later=False, again=False):
-    return [0, var_mask, 0x80 | (0x40 if later else 0) | (0x08 if again else 0)]
+def vq_mark(var_mask, later=False, again=False, give_up=False, pick=0):
+    bits = 0x80 | (0x40 if later else 0) | (0x08 if again else 0) | (0x04 if give_up else 0)
+    return [0, var_mask, bits, pick]
 
 
 def vq_reserved_mark(var_mask, fail=False):
-    return [0, var_mask, 0x90 | (0x20 if fail else 0)]
+    return [0, var_mask, 0x90 | (0x20 if fail else 0), 0]
 
 
 def vq_arrive():
@@ -65,8 +66,10 @@ VAR_QUEUE = {
     + vq_push(1, 0) + vq_mark(1) + vq_reserved_mark(1) + vq_complete() * 4,
     "failed-mark-push": vq_push(1, 0) + vq_mark(1, later=True) + vq_push(1, 0) + vq_mark(1)
     + vq_reserved_mark(1, fail=True) + vq_mark(1) + vq_complete() * 3,
-    "wait-begins-again": vq_push(1, 0) + vq_mark(1) + vq_push(1, 0) + vq_mark(1, again=True)
-    + vq_complete(0) + vq_complete() * 3,
+    "wait-begins-again": vq_push(1, 0) + vq_mark(1) + vq_push(1, 0) + vq_mark(1)
+    + vq_complete(0) + vq_mark(1, again=True) + vq_complete() * 3,
+    "waits-give-up": vq_push(1, 0) + vq_mark(1) + vq_mark(1) + vq_mark(1)
+    + vq_mark(1, give_up=True, pick=0) + vq_mark(1, give_up=True, pick=1) + vq_complete() * 2,
 }
 
 

@@ -834,14 +834,14 @@ void Engine::execute(OpBlock* op, Worker* self) {
     case OpKind::kWaitSignal: {
       VarLink& l = op->link(0);
       auto* waiter = static_cast<Waiter*>(op->internal);
-      if (l.mark() && !waiter->mark_ran) {
+      if (!waiter->mark_ran) {
         // Granted: fire now if nothing older is active, else the last older reader to complete
         // runs this op again (finalize, `fired`) and it fires then.
         waiter->mark_ran = true;
         if (!l.var()->mark_run()) return;
       }
       // Waits that joined the mark: taken before the mark's read is released below.
-      WaitJoiner* joined = l.mark() ? l.var()->take_fired_joiners() : nullptr;
+      WaitJoiner* joined = l.var()->take_fired_joiners();
       Waiter* w = collect_wait_result(op);
       internal_completed_.fetch_add(1, std::memory_order_relaxed);
       // Release the var before waking the waiter: a wait that returns must leave the var idle
@@ -1400,6 +1400,9 @@ ordo_status Engine::wait_for_var(ordo_var v, const uint64_t* timeout_ns) {
       }
     }
     const bool woken = sleep_until_woken(w, timed, deadline);
+    if (!woken && step != VarSlot::kPushMark && slot->leave_joiners(w)) {
+      w->drop();  // the reference kept for whoever wakes it: nobody will
+    }
     const bool retry = woken && w->retry;
     ordo_status s = ORDO_OK;
     if (!woken) {

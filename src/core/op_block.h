@@ -63,7 +63,7 @@ inline OpBlock* VarLink::op() const {
 enum class OpKind : uint8_t {
   kUser,        // a pushed callback
   kPrepared,    // a push of a prepared op (user_data/free_fn belong to the prepared op)
-  kWaitSignal,  // ordo_wait_for_var: its wait mark (var_slot.h), or a write; wakes the waiter
+  kWaitSignal,  // ordo_wait_for_var: its wait mark (var_slot.h), a read; wakes the waiter
   kClearError,  // ordo_var_clear_error: a writer that clears the var's error
   kDeleteVar,   // ordo_var_delete: a writer after which the var slot is reclaimed
 };

@@ -62,10 +62,10 @@
 // its call). Its mark then counts what is left, and also the ops other threads pushed on the
 // var while it waited behind: a wait made at that later moment would wait for them too. Those
 // pushes overlap the call, and pushes are ordered only among themselves (SPEC 2.4), so
-// nothing is broken; but such a wait can take longer, by up to the time the earlier mark's
-// readers take to finish. What the others pay: an arrival ORs the epoch into its link and
-// records itself in last_arrival, and a reader's completion tests kSplit in the word it has just
-// CASed.
+// nothing is broken; but such a wait returns later, by however long those ops take, without
+// bound (and never, if one of them waits for the waiting thread). What the others pay: an arrival
+// ORs the epoch into its link and records itself in last_arrival, and a reader's completion tests
+// kSplit in the word it has just CASed.
 #pragma once
 
 #include <atomic>
@@ -175,6 +175,15 @@ struct alignas(64) VarSlot {
     } while (!joiners.compare_exchange_weak(head, j, std::memory_order_acq_rel,
                                             std::memory_order_acquire));
     return j->retry ? kBehind : kJoined;
+  }
+  // A wait on the mark's list (joined, or behind it) gives up: it leaves the list if it is still
+  // the youngest there. Else a thread polling with short timeouts would leave one waiter per
+  // expired wait on the list until the mark fires. True: it left, and nobody will wake it. The
+  // list only grows at its head or is taken whole, and j is on it at most once: no ABA.
+  bool leave_joiners(WaitJoiner* j) {
+    WaitJoiner* youngest = j;
+    return joiners.compare_exchange_strong(youngest, j->next_joiner, std::memory_order_acq_rel,
+                                           std::memory_order_acquire);
   }
   // The push of the reserved mark failed (caller holds push_lock): the var carries no mark.
   // Returns the waits that joined the reservation, to wake (retry set): each begins again.
@@ -326,9 +335,9 @@ struct alignas(64) VarSlot {
     return end_split();
   }
 
-  // Nothing older than the mark is active: close its joiners' list (a wait too late waits for
-  // the next step, then pushes a mark of its own), clear kSplit, then let the next wait add its
-  // mark.
+  // Nothing older than the mark is active: close its joiners' list (a wait too late begins
+  // again, once this is over: begin_wait's kMarkFired), clear kSplit, then let the next wait add
+  // its mark.
   VarLink* end_split() {
     VarLink* m = wait_mark.load(std::memory_order_relaxed);
     fired_joiners = joiners.exchange(closed_joiners(), std::memory_order_acq_rel);
