@@ -1367,19 +1367,22 @@ ordo_status Engine::wait_for_var(ordo_var v, const uint64_t* timeout_ns) {
       timed ? WaitClock::now() + std::chrono::nanoseconds(*timeout_ns) : WaitClock::time_point{};
   VarSlot* first_slot = nullptr;
   uint32_t deletes_seen = 0;
+  // The handle was valid when the wait began: the var has been deleted since.
+  auto deleted_since = [&](ordo_status stale) {
+    return wait_for_the_delete(first_slot, deletes_seen, timed, deadline, stale);
+  };
   for (bool again = false;; again = true) {
-    if (again && timed && WaitClock::now() >= deadline) return poll_var(v);
+    if (again && timed && WaitClock::now() >= deadline) {
+      ordo_status s = poll_var(v);
+      return s == ORDO_ERR_INVALID_HANDLE ? deleted_since(s) : s;
+    }
     auto* w = new Waiter();
     VarSlot* slot = nullptr;
     uint32_t deletes_done = 0;
     VarSlot::WaitStep step = VarSlot::kPushMark;
     if (ordo_status s = begin_wait(v, w, again, &slot, &deletes_done, &step)) {
       delete w;
-      // Valid when the wait began: the var has been deleted since.
-      if (again && s == ORDO_ERR_INVALID_HANDLE) {
-        return wait_for_the_delete(first_slot, deletes_seen, timed, deadline, s);
-      }
-      return s;
+      return again && s == ORDO_ERR_INVALID_HANDLE ? deleted_since(s) : s;
     }
     if (!again) {
       first_slot = slot;
@@ -1396,7 +1399,7 @@ ordo_status Engine::wait_for_var(ordo_var v, const uint64_t* timeout_ns) {
       if (ordo_status s = push_internal(OpKind::kWaitSignal, v, VarLink::kMarkBit, w)) {
         cancel_wait_reservation(slot);
         delete w;
-        return s;
+        return s == ORDO_ERR_INVALID_HANDLE ? deleted_since(s) : s;
       }
     }
     const bool woken = sleep_until_woken(w, timed, deadline);
