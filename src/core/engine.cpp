@@ -683,8 +683,9 @@ bool Engine::attach_links(OpBlock* op, size_t n) {
 
 // Two-phase locking over the var list: every var's push lock is taken (lock_all waits only in
 // slot address order, so concurrent pushes cannot deadlock) before the op arrives at any of
-// them, which makes pushes linearizable: all vars see all ops in one global order. Workers never
-// take push locks.
+// them, which makes pushes linearizable: all vars see all ops in one global order. A worker takes
+// a push lock only as a wait mark fires or a var's delete completes (for a few instructions, and
+// waiting for nothing while it holds it), so no pusher can come to wait for a worker that waits.
 ordo_status Engine::enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* ready) {
   lock_all(refs, n);
   for (size_t i = 0; i < n; ++i) {
@@ -1323,6 +1324,12 @@ bool sleep_until_woken(Waiter* w, bool timed, WaitClock::time_point deadline) {
   return w->cv.wait_until(lock, deadline, is_done);
 }
 
+// A wait on a mark's list gives up: true when it left the list (the mark has not fired).
+bool leave_wait_list(VarSlot* slot, Waiter* w) {
+  SpinGuard g(slot->push_lock);
+  return slot->leave_joiners(w);
+}
+
 // A wait that began on a live var (its slot, and the deletes of it completed then) found it
 // deleted as it began again: that delete was pushed after the call, so it is ordered after
 // every op the wait waits for. Returns `stale` (the var is gone, as the wait's handle check has
@@ -1388,11 +1395,6 @@ ordo_status Engine::wait_for_var(ordo_var v, const uint64_t* timeout_ns) {
       first_slot = slot;
       deletes_seen = deletes_done;
     }
-    if (step == VarSlot::kMarkFired) {  // cleared a few instructions later (end_split)
-      delete w;
-      sched_yield();
-      continue;
-    }
     // The wait mark, a read (var_slot.h): it waits for the readers before it as well, and holds
     // up nothing after it.
     if (step == VarSlot::kPushMark) {
@@ -1403,7 +1405,7 @@ ordo_status Engine::wait_for_var(ordo_var v, const uint64_t* timeout_ns) {
       }
     }
     const bool woken = sleep_until_woken(w, timed, deadline);
-    if (!woken && step != VarSlot::kPushMark && slot->leave_joiners(w)) {
+    if (!woken && step != VarSlot::kPushMark && leave_wait_list(slot, w)) {
       w->drop();  // the reference kept for whoever wakes it: nobody will
     }
     const bool retry = woken && w->retry;

@@ -110,9 +110,11 @@ struct alignas(64) VarSlot {
   };
 
   // --- line 0: pushers ---
-  SpinLock push_lock;  // orders pushers (two-phase locking across an op's vars); never workers
-  bool live = false;   // false: free, or deleted (its delete op may still be queued)
-  uint32_t gen = 1;    // 24-bit generation; 0 means retired (never reused)
+  // Orders pushers (two-phase locking across an op's vars). Workers take it only for a mark that
+  // fires and for the var's delete: never on the way of an ordinary op.
+  SpinLock push_lock;
+  bool live = false;  // false: free, or deleted (its delete op may still be queued)
+  uint32_t gen = 1;   // 24-bit generation; 0 means retired (never reused)
   uint32_t index = 0;
   std::atomic<uint64_t> word{0};
   VarLink* inbox_oldest = nullptr;  // the first link of the current inbox generation
@@ -132,15 +134,16 @@ struct alignas(64) VarSlot {
   VarLink* fifo_tail = nullptr;
   std::atomic<ErrorRecord*> error{nullptr};  // set by writers at completion, under error_lock
   SpinLock error_lock;                       // also taken by ordo_var_get_error
-  // The outstanding wait mark (set by its pusher, under push_lock; cleared when it fires) and,
+  // The outstanding wait mark (under push_lock: set by its pusher, cleared as it fires) and,
   // once it is granted, what it still waits for (see "Wait marks"). Signed: an older reader
   // may count down before the mark's grant has added its share.
-  std::atomic<VarLink*> wait_mark{nullptr};
+  VarLink* wait_mark = nullptr;
   std::atomic<int64_t> wait_mark_count{0};
-  // Waits that joined the outstanding mark (a stack; closed() once end_split() has taken them),
-  // and what end_split() took, for the mark's op to wake as it fires (no other split can end
-  // first: the mark is older than any later mark, which therefore waits for it).
-  std::atomic<WaitJoiner*> joiners{nullptr};
+  // Waits on the outstanding mark (a stack, under push_lock: waits join it and leave it there,
+  // and end_split() takes it there as the mark fires), and what end_split() took, for the mark's
+  // op to wake (no other split can end first: the mark is older than any later mark, which
+  // therefore waits for it).
+  WaitJoiner* joiners = nullptr;
   WaitJoiner* fired_joiners = nullptr;
 
   // Whether the handle generation `g` still names this var (caller holds push_lock).
@@ -157,41 +160,39 @@ struct alignas(64) VarSlot {
   //               would need counts per epoch that the state word has no room for; once the mark
   //               has fired, everything before it has completed, and the wait's own mark then
   //               counts what is left.
-  //   kMarkFired: the mark's split has just ended (end_split() clears wait_mark a few
-  //               instructions later): begin again, `again`.
-  enum WaitStep { kPushMark, kJoined, kBehind, kMarkFired };
+  enum WaitStep { kPushMark, kJoined, kBehind };
   WaitStep begin_wait(WaitJoiner* j, bool again) {
-    VarLink* m = wait_mark.load(std::memory_order_acquire);
+    VarLink* m = wait_mark;
     if (!m) {
-      wait_mark.store(reserved_mark(), std::memory_order_relaxed);
-      joiners.store(nullptr, std::memory_order_relaxed);  // open: joined under push_lock only
+      wait_mark = reserved_mark();
       return kPushMark;
     }
     j->retry = m != reserved_mark() && !again && m != last_arrival;
-    WaitJoiner* head = joiners.load(std::memory_order_acquire);
-    do {
-      if (head == closed_joiners()) return kMarkFired;
-      j->next_joiner = head;
-    } while (!joiners.compare_exchange_weak(head, j, std::memory_order_acq_rel,
-                                            std::memory_order_acquire));
+    j->next_joiner = joiners;
+    joiners = j;
     return j->retry ? kBehind : kJoined;
   }
-  // A wait on the mark's list (joined, or behind it) gives up: it leaves the list if it is still
-  // the youngest there. Else a thread polling with short timeouts would leave one waiter per
-  // expired wait on the list until the mark fires. True: it left, and nobody will wake it. The
-  // list only grows at its head or is taken whole, and j is on it at most once: no ABA.
+  // A wait on the mark's list (joined, or behind it) gives up (caller holds push_lock): it
+  // leaves the list, unless the mark has fired and taken it. Else threads polling with short
+  // timeouts would leave one waiter per expired wait on the list until the mark fires. True: it
+  // left, and nobody will wake it.
   bool leave_joiners(WaitJoiner* j) {
-    WaitJoiner* youngest = j;
-    return joiners.compare_exchange_strong(youngest, j->next_joiner, std::memory_order_acq_rel,
-                                           std::memory_order_acquire);
+    for (WaitJoiner** at = &joiners; *at; at = &(*at)->next_joiner) {
+      if (*at == j) {
+        *at = j->next_joiner;
+        return true;
+      }
+    }
+    return false;
   }
   // The push of the reserved mark failed (caller holds push_lock): the var carries no mark.
   // Returns the waits that joined the reservation, to wake (retry set): each begins again.
   WaitJoiner* cancel_reservation() {
-    if (wait_mark.load(std::memory_order_relaxed) != reserved_mark()) return nullptr;
-    WaitJoiner* joined = joiners.exchange(nullptr, std::memory_order_acq_rel);
+    if (wait_mark != reserved_mark()) return nullptr;
+    WaitJoiner* joined = joiners;
+    joiners = nullptr;
     for (WaitJoiner* j = joined; j; j = j->next_joiner) j->retry = true;
-    wait_mark.store(nullptr, std::memory_order_release);
+    wait_mark = nullptr;
     return joined;
   }
   // The var's delete op completes: returns the waits to wake (see delete_waits).
@@ -265,7 +266,6 @@ struct alignas(64) VarSlot {
 
  private:
   static VarLink* inbox(uint64_t w) { return reinterpret_cast<VarLink*>(w & kInboxMask); }
-  static WaitJoiner* closed_joiners() { return reinterpret_cast<WaitJoiner*>(uintptr_t{1}); }
   // wait_mark while the wait that reserved the var (begin_wait) pushes its mark. Never a link:
   // links are 16-byte aligned.
   static VarLink* reserved_mark() { return reinterpret_cast<VarLink*>(uintptr_t{1}); }
@@ -323,7 +323,7 @@ struct alignas(64) VarSlot {
   // word bits of the split it starts if it is granted at once (beside active readers, all older
   // than it).
   uint64_t become_wait_mark(VarLink* m) {
-    wait_mark.store(m, std::memory_order_relaxed);  // published by arrive()'s CAS (release)
+    wait_mark = m;
     const uintptr_t older = read_epoch;
     read_epoch = older ^ VarLink::kEpochBit;
     return split(older);
@@ -335,14 +335,16 @@ struct alignas(64) VarSlot {
     return end_split();
   }
 
-  // Nothing older than the mark is active: close its joiners' list (a wait too late begins
-  // again, once this is over: begin_wait's kMarkFired), clear kSplit, then let the next wait add
-  // its mark.
+  // Nothing older than the mark is active: take its waits, clear kSplit, and let the next wait
+  // add its mark, all under push_lock, where waits begin (so none finds the mark half gone).
+  // Rare (once per mark), and the lock is only ever held for a few instructions.
   VarLink* end_split() {
-    VarLink* m = wait_mark.load(std::memory_order_relaxed);
-    fired_joiners = joiners.exchange(closed_joiners(), std::memory_order_acq_rel);
+    SpinGuard g(push_lock);
+    VarLink* m = wait_mark;
+    fired_joiners = joiners;
+    joiners = nullptr;
     word.fetch_and(~(kSplit | kSplitOld), std::memory_order_acq_rel);
-    wait_mark.store(nullptr, std::memory_order_release);
+    wait_mark = nullptr;
     return m;
   }
 
