@@ -532,7 +532,8 @@ ORDO_API ordo_status ordo_exec_get_info(const ordo_exec* exec, ordo_exec_info* i
  * wait's outcome.) So an op pushed on v while a wait is in progress must not depend on that
  * wait returning, and ordo_wait_for_var_timeout may time out because of such ops.
  * INVALID_HANDLE: v was deleted before the call, or while the wait was in progress; in that
- * second case only once the delete, and so every op pushed on v before the wait, has finished.
+ * second case only once the delete, and so every op pushed on v before the wait, has finished
+ * (a timed wait whose timeout comes first returns TIMEOUT).
  * Returns ORDO_ERR_OP_FAILED if v is then in an error state (the message names the failing op,
  * its code and message; ordo_var_get_error gives the code). Called from inside an op of the
  * same engine it returns ORDO_ERR_WOULD_DEADLOCK at once instead of waiting (the op itself, or

@@ -1331,9 +1331,11 @@ bool leave_wait_list(VarSlot* slot, Waiter* w) {
 }
 
 // A wait that began on a live var (its slot, and the deletes of it completed then) found it
-// deleted as it began again: that delete was pushed after the call, so it is ordered after
-// every op the wait waits for. Returns `stale` (the var is gone, as the wait's handle check has
-// just said) once the delete has completed, never while an op pushed before the call still runs.
+// deleted later (beginning again, pushing its mark, or at its deadline): that delete was pushed
+// after the call, so it is ordered after every op the wait waits for. A timed wait whose
+// deadline comes first says TIMEOUT. Returns `stale` (the var is gone, as the wait's handle check
+// has just said) once the delete has completed, never while an op pushed before the call still
+// runs.
 ordo_status wait_for_the_delete(VarSlot* slot, uint32_t deletes_seen, bool timed,
                                 WaitClock::time_point deadline, ordo_status stale) {
   auto* w = new Waiter();

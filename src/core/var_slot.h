@@ -123,9 +123,10 @@ struct alignas(64) VarSlot {
   // that sees kSplit: read from here afterwards, it could already be a later mark's).
   uintptr_t read_epoch = 0;
   VarLink* last_arrival = nullptr;  // the youngest access to arrive (pushers, under push_lock)
-  // Deletes of this slot completed, and waits that began while the var was live and, beginning
-  // again, found it deleted: they are woken once the delete has completed (finish_delete()),
-  // which is ordered after everything they wait for. Both under push_lock; rare.
+  // Deletes of this slot completed, and waits that began while the var was live and found it
+  // deleted later (beginning again, pushing their mark, or looking at their deadline): they are
+  // woken once the delete has completed (finish_delete()), which is ordered after everything
+  // they wait for. Both under push_lock; rare.
   uint32_t deletes_done = 0;
   WaitJoiner* delete_waits = nullptr;
 
