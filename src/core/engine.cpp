@@ -683,9 +683,9 @@ bool Engine::attach_links(OpBlock* op, size_t n) {
 
 // Two-phase locking over the var list: every var's push lock is taken (lock_all waits only in
 // slot address order, so concurrent pushes cannot deadlock) before the op arrives at any of
-// them, which makes pushes linearizable: all vars see all ops in one global order. A worker takes
-// a push lock only as a wait mark fires or a var's delete completes (for a few instructions, and
-// waiting for nothing while it holds it), so no pusher can come to wait for a worker that waits.
+// them, which makes pushes linearizable: all vars see all ops in one global order. A thread
+// completing an op takes a push lock only as a wait mark fires or a var's delete completes (for a
+// few instructions, waiting for nothing while it holds it), so no pusher waits on a waiting one.
 ordo_status Engine::enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* ready) {
   lock_all(refs, n);
   for (size_t i = 0; i < n; ++i) {

@@ -110,8 +110,8 @@ struct alignas(64) VarSlot {
   };
 
   // --- line 0: pushers ---
-  // Orders pushers (two-phase locking across an op's vars). Workers take it only for a mark that
-  // fires and for the var's delete: never on the way of an ordinary op.
+  // Orders pushers (two-phase locking across an op's vars). A thread completing an op takes it
+  // only as a wait mark fires and as the var's delete completes: never for an ordinary op.
   SpinLock push_lock;
   bool live = false;  // false: free, or deleted (its delete op may still be queued)
   uint32_t gen = 1;   // 24-bit generation; 0 means retired (never reused)
