@@ -127,29 +127,26 @@ void wake_one(Waiter* w) {
   w->drop();
 }
 
-// Wakes the waiter and the waits on its mark (`joined`): those that joined it with what it
-// learned; those behind it (retry) to begin again.
-void wake_waiter(Waiter* w, WaitJoiner* joined) {
-  while (joined) {
-    auto* j = static_cast<Waiter*>(joined);
-    joined = joined->next_joiner;
-    if (!j->retry) {
-      j->code = w->code;
-      std::memcpy(j->text, w->text, sizeof j->text);
-    }
-    wake_one(j);
-  }
-  wake_one(w);
-}
-
-// Wakes a list of waits that learn nothing from the waker: those that joined a reservation whose
-// mark never came (retry set: they begin again), or waited for a var's delete.
+// Wakes a list of waits: those on a fired mark, those that joined a reservation whose mark never
+// came (retry set: they begin again), or those that waited for a var's delete.
 void wake_joiners(WaitJoiner* list) {
   while (list) {
     auto* j = static_cast<Waiter*>(list);
-    list = list->next_joiner;
+    list = list->next_joiner;  // before the wake: the woken wait may free j
     wake_one(j);
   }
+}
+
+// Wakes the waiter and the waits on its mark (`joined`): those that joined it with what it
+// learned; those behind it (retry) to begin again.
+void wake_waiter(Waiter* w, WaitJoiner* joined) {
+  for (WaitJoiner* j = joined; j; j = j->next_joiner) {
+    if (j->retry) continue;
+    static_cast<Waiter*>(j)->code = w->code;
+    std::memcpy(static_cast<Waiter*>(j)->text, w->text, sizeof w->text);
+  }
+  wake_joiners(joined);
+  wake_one(w);
 }
 
 // Runs the user's callback; returns the failure it caused (nullptr when it succeeded or

@@ -4,9 +4,11 @@
 // between cores (about 100 ns here). So the slot is split by who writes what:
 //
 //   line 0, written by pushers:  push_lock, live, gen, read_epoch, last_arrival  and  `word`,
-//                                one atomic 64-bit state
+//                                one atomic 64-bit state; also the waits on the var's delete
+//                                (deletes_done, delete_waits), which only a delete touches
 //   line 1, written by workers:  the private FIFO (fifo_head..fifo_tail) and the error state;
-//                                also the wait mark's state, which only waits touch
+//                                also the wait mark's state (wait_mark, its count, the waits
+//                                on it), which only waits and marks touch
 //
 // `word` packs the var's whole shared state so that one CAS changes it:
 //   bits 0-1   mode: kIdle (nothing active or waiting), kShared (only readers active, nothing
