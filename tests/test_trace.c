@@ -39,6 +39,12 @@ static const char* temp_path(const char* file) {
   return path;
 }
 
+static void make_empty_file(const char* path) {
+  FILE* f = fopen(path, "w");
+  cr_assert_not_null(f, "cannot create %s", path);
+  fclose(f);
+}
+
 /* Runs check_trace.py on the file: it parses the JSON and checks the expectations given as
  * arguments (see that script). Returns its exit status. */
 static int check_trace(const char* path, const char* expectations) {
@@ -328,12 +334,8 @@ Test(trace, a_file_that_cannot_be_renamed_over_is_written_in_place) {
   char host[128], mounted[128];
   snprintf(host, sizeof host, "%s", temp_path("host.json"));
   snprintf(mounted, sizeof mounted, "%s", temp_path("mounted.json"));
-  FILE* f = fopen(host, "w");
-  cr_assert_not_null(f);
-  fclose(f);
-  f = fopen(mounted, "w");
-  cr_assert_not_null(f);
-  fclose(f);
+  make_empty_file(host);
+  make_empty_file(mounted);
   if (mount(host, mounted, "none", MS_BIND, NULL) != 0) {
     cr_skip_test("cannot bind-mount a file here: %s", strerror(errno));
   }
@@ -354,9 +356,7 @@ Test(trace, a_rewritten_file_keeps_its_mode_and_its_hard_links) {
   char path[128], link_path[128];
   snprintf(path, sizeof path, "%s", temp_path("private.json"));
   snprintf(link_path, sizeof link_path, "%s", temp_path("private-link.json"));
-  FILE* f = fopen(path, "w");
-  cr_assert_not_null(f);
-  fclose(f);
+  make_empty_file(path);
   cr_assert_eq(chmod(path, 0600), 0);
   ordo_engine* e = traced_engine(ORDO_ENGINE_POOLED, temp_path("unused.json"));
   push_named(e, "private", 0, NULL, 0, NULL, 0);

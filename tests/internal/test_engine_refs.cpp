@@ -9,17 +9,13 @@
 #include <cstring>
 
 #include "api/engine_registry.h"
+#include "internal_check.h"
 #include "ordo/ordo.h"
 
 namespace {
 
-int failures = 0;
-
 void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "FAIL: %s (last error: %s)\n", what, ordo_last_error_message());
-    ++failures;
-  }
+  internal_test::check(ok, what, ordo_last_error_message());
 }
 
 }  // namespace
@@ -45,6 +41,6 @@ int main() {
   slot->refs.store(1);  // back to the creator's reference alone
   check(ordo_engine_destroy(e) == ORDO_OK, "destroy frees the engine");
   check(ordo_engine_retain(e) == ORDO_ERR_INVALID_HANDLE, "a freed engine is an invalid handle");
-  if (failures == 0) std::printf("engine references: all checks passed\n");
-  return failures == 0 ? 0 : 1;
+  if (!internal_test::failed()) std::printf("engine references: all checks passed\n");
+  return internal_test::failed() ? 1 : 0;
 }

@@ -15,18 +15,12 @@
 
 #include "core/engine.h"
 #include "core/engine_config.h"
+#include "internal_check.h"
 #include "ordo/ordo.h"
 
 namespace {
 
-int failures = 0;
-
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "FAIL: %s\n", what);
-    ++failures;
-  }
-}
+using internal_test::check;
 
 std::string read_file(const std::string& path) {
   std::string text;
@@ -86,6 +80,6 @@ int main() {
   delete first;
   unlink(env_path.c_str());
   rmdir(dir);
-  if (failures == 0) std::printf("ordo_failed_create_trace_test: ok\n");
-  return failures == 0 ? 0 : 1;
+  if (!internal_test::failed()) std::printf("ordo_failed_create_trace_test: ok\n");
+  return internal_test::failed() ? 1 : 0;
 }

@@ -10,17 +10,11 @@
 
 #include "core/handle_bits.h"
 #include "core/op_pool.h"
+#include "internal_check.h"
 
 namespace {
 
-int failures = 0;
-
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "FAIL: %s\n", what);
-    ++failures;
-  }
-}
+using internal_test::check;
 
 // Releases `op` as a use that deferred, starting at generation `gen`, then takes blocks until
 // one is `op` again or `tries` blocks came out; returns the block found or nullptr.
@@ -62,7 +56,7 @@ int main() {
         release_deferred_and_look_for(pool, op, ordo::kGenerationMask, 4096);
     check(after_last == nullptr, "a block whose generations are all used is never reused");
   }
-  if (failures) return 1;
+  if (internal_test::failed()) return 1;
   std::printf("op generations: ok\n");
   return 0;
 }
