@@ -11,6 +11,11 @@
  * and prints, besides any human-readable lines on stderr, one machine line per result on stdout
  * that bench/compare.py turns into the side-by-side table:
  *   RESULT <system> <workload> <median> <min> <max>     (workloads A-E: ns per op)
+ *   REP    <system> <workload> <rep> <ns_per_op> <c2c_before> <c2c_after>
+ *                                                       (one per timed repetition of A-E, before
+ *                                                        the RESULT line; c2c: the core-to-core
+ *                                                        round trip in ns, bench_c2c.h, -1 when
+ *                                                        it cannot be measured)
  *   METG   <system> <metg_ns> <efficiency_at_metg>        (workload F, see below)
  *   EFF    <system> <grain_ns> <efficiency>               (workload F, one per swept grain)
  *   SKIP   <system> <workload> <reason...>                (a workload this system cannot express)
@@ -36,6 +41,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "bench_c2c.h"
 
 #define BENCH_FAN_READERS 8
 #define BENCH_DAG_VARS 1000
@@ -126,19 +133,26 @@ static inline void bench_skip(const char* system, char workload, const char* rea
   fflush(stdout);
 }
 
-/* Runs one workload: an untimed warm-up at ops/10, then reps timed runs, then the RESULT line.
- * run(ctx, n) does all the work for n ops (push everything, wait for all) and returns how many
- * ops it ran; the value reported is ns per op. */
+/* Runs one workload: an untimed warm-up at ops/10, then reps timed runs, then a REP line per
+ * run and the RESULT line. run(ctx, n) does all the work for n ops (push everything, wait for
+ * all) and returns how many ops it ran; the value reported is ns per op. The core-to-core round
+ * trip is probed (bench_c2c.h) before each run and after the last, outside the timer, so that
+ * each REP line says which phase of the machine its run saw. */
 typedef size_t (*bench_workload_fn)(void* ctx, size_t n);
 static inline void bench_run_workload(const char* system, char workload, const bench_args* a,
                                       bench_workload_fn run, void* ctx) {
-  double v[BENCH_MAX_REPS];
+  double v[BENCH_MAX_REPS], c2c[BENCH_MAX_REPS + 1];
   int reps = a->reps; /* at most BENCH_MAX_REPS: bench_parse_args checks */
   run(ctx, a->ops / 10);
   for (int r = 0; r < reps; r++) {
+    c2c[r] = bench_c2c_quick_ns();
     uint64_t t0 = bench_now_ns();
     size_t ops = run(ctx, a->ops);
     v[r] = (double)(bench_now_ns() - t0) / (double)ops;
+  }
+  c2c[reps] = bench_c2c_quick_ns();
+  for (int r = 0; r < reps; r++) {
+    printf("REP %s %c %d %.1f %.0f %.0f\n", system, workload, r + 1, v[r], c2c[r], c2c[r + 1]);
   }
   bench_report(system, workload, v, reps);
 }

@@ -5,6 +5,9 @@ Usage: bench/compare.py [RAW_FILE]   (stdin when no file; bench/run.sh saves BUI
 
 Input lines (bench/bench_common.h defines the first four; other lines are ignored):
   RESULT <system> <workload> <median> <min> <max>   ns per op, workloads A-E
+  REP    <system> <workload> <rep> <ns> <c2c_before> <c2c_after>
+                                                    one repetition of A-E, with the core-to-core
+                                                    round trip (ns) probed before and after it
   METG   <system> <metg_ns> <efficiency_at_metg>     workload F (-1: no grain reached 50%)
   EFF    <system> <grain_ns> <efficiency>            workload F, one per grain
   SKIP   <system> <workload|-> <reason...>
@@ -21,6 +24,11 @@ faster. Systems keep their order of appearance, ordo first.
 With several rounds, each value in the tables is the median over the rounds (A-E: of each
 round's median; F: the efficiency at each grain, METG then read off those medians; K: seconds),
 min and max span all rounds, and a last table counts the rounds in which ordo beat each system.
+
+Where the REP lines carry the core-to-core round trip, a further table splits A-E's repetitions
+by the machine's phase (FAST_C2C_NS): a VM's vCPUs move between physical cores in spells of
+seconds, and a repetition that ran while the round trip was 6x longer measured a different
+machine. Every system's repetitions are split by the same rule.
 """
 
 import statistics
@@ -29,6 +37,9 @@ import sys
 from collections import OrderedDict
 
 BASELINE = "ordo"
+# A repetition ran in the machine's fast phase when the round trip probed before it and after it
+# were both below this. The development VMs' two phases: about 50-80 ns and about 320-370 ns.
+FAST_C2C_NS = 150.0
 WORKLOADS = OrderedDict([
     ("A", "A independent"),
     ("B", "B chain"),
@@ -59,6 +70,7 @@ class Run:
         self.metg_rounds = {}  # system -> {round: metg_ns}
         self.chol_rounds = {}  # (system, n, tile) -> {round: (seconds, gflops)}
         self.gemm_rounds = {}  # label -> [gflops, ...]
+        self.reps = {}  # (system, workload) -> [(ns, c2c_before, c2c_after), ...], all rounds
 
     def rounds(self):
         seen = {r for d in self.per_round.values() for r in d}
@@ -124,6 +136,9 @@ def parse(lines):
                 run.saw(f[1])
                 value = tuple(float(x) for x in f[3:6])
                 run.per_round.setdefault((f[1], f[2]), {})[run.round] = value
+            elif kind == "REP" and len(f) >= 7:
+                rep = (float(f[4]), float(f[5]), float(f[6]))
+                run.reps.setdefault((f[1], f[2]), []).append(rep)
             elif kind == "METG" and len(f) >= 4:
                 run.saw(f[1])
                 run.metg[f[1]] = (float(f[2]), float(f[3]))
@@ -408,6 +423,57 @@ def print_rounds_won(run):
     print()
 
 
+def phase_of(c2c_before, c2c_after):
+    """'fast', 'slow', or None when a probe could not measure (-1)."""
+    if c2c_before < 0 or c2c_after < 0:
+        return None
+    return "fast" if max(c2c_before, c2c_after) < FAST_C2C_NS else "slow"
+
+
+def phase_medians(run):
+    """(system, workload) -> {'fast': (median, count), 'slow': (median, count)}, from REP lines."""
+    out = {}
+    for key, reps in run.reps.items():
+        by_phase = {}
+        for ns_, before, after in reps:
+            phase = phase_of(before, after)
+            if phase:
+                by_phase.setdefault(phase, []).append(ns_)
+        out[key] = {ph: (statistics.median(v), len(v)) for ph, v in by_phase.items()}
+    return out
+
+
+def print_phases(run):
+    medians = phase_medians(run)
+    if not any(medians.values()):
+        return
+    systems = run.ordered_systems({s for (s, _w) in medians})
+    fast = sum(c for m in medians.values() for c in [m.get("fast", (0, 0))[1]])
+    slow = sum(c for m in medians.values() for c in [m.get("slow", (0, 0))[1]])
+    print(f"A-E by the machine's phase: median ns/op of the repetitions during which the core-to-"
+          f"core round trip\n  stayed under {FAST_C2C_NS:.0f} ns (fast) or did not (slow), "
+          f"probed before and after each; [n] repetitions\n  ({fast} fast and {slow} slow in "
+          f"all); ratio = system / ordo in the fast phase")
+
+    def cell(m, phase):
+        return f"{ns(m[phase][0])} [{m[phase][1]}]" if phase in m else "-"
+
+    rows = []
+    for w, title in WORKLOADS.items():
+        base = medians.get((BASELINE, w), {}).get("fast", (None,))[0]
+        first = True
+        for s in systems:
+            m = medians.get((s, w))
+            if not m:
+                continue
+            fast_value = m.get("fast", (None,))[0]
+            rows.append([title if first else "", s, cell(m, "fast"), cell(m, "slow"),
+                         ratio(fast_value, base)])
+            first = False
+    print(table(rows, ["workload", "system", "fast phase", "slow phase", "ratio"], "llrrr"))
+    print()
+
+
 def print_notes(run):
     if not run.skips and not run.fails:
         return
@@ -435,6 +501,7 @@ def main(argv):
         run = parse(sys.stdin)
     print_header(run)
     print_workloads(run)
+    print_phases(run)
     print_metg(run)
     print_cholesky(run)
     print_rounds_won(run)

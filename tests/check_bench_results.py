@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks the raw lines of the bench smoke run in tests/run_all.sh, read by bench/compare.py's own
 parser: every A-E workload has a result for ordo and ordo-help (each ran in a process of its
-own), F has efficiencies for both, and no program failed. Usage: check_bench_results.py RAW_FILE"""
+own) and REP lines, F has efficiencies for both, and no program failed.
+Usage: check_bench_results.py RAW_FILE"""
 
 import os
 import sys
@@ -15,6 +16,8 @@ SYSTEMS = ("ordo", "ordo-help")
 def problems_in(run):
     found = [f"{w}: no result for {s}" for w in compare.WORKLOADS for s in SYSTEMS
              if (s, w) not in run.results]
+    found += [f"{w}: no REP lines for {s}" for w in compare.WORKLOADS for s in SYSTEMS
+              if (s, w) in run.results and not run.reps.get((s, w))]
     found += [f"F: no efficiencies for {s}" for s in SYSTEMS if not run.eff.get(s)]
     found += [f"FAIL {program}: {reason}" for program, reason in run.fails]
     return found

@@ -210,5 +210,55 @@ class CholeskyMedianIsConsistent(unittest.TestCase):
         self.assertIn("gomp", out.getvalue())
 
 
+class ByPhase(unittest.TestCase):
+    """REP lines split A-E's repetitions by the core-to-core round trip probed around each: a
+    repetition is fast only when both probes were under FAST_C2C_NS, and every round's
+    repetitions count."""
+
+    LINES = """
+ROUND 1
+REP ordo B 1 50.0 60 62
+REP ordo B 2 52.0 62 340
+REP ordo B 3 48.0 340 70
+RESULT ordo B 50.0 48.0 52.0
+REP gomp B 1 400.0 70 65
+REP gomp B 2 900.0 355 360
+RESULT gomp B 650.0 400.0 900.0
+ROUND 2
+REP ordo B 1 150.0 350 360
+REP ordo B 2 46.0 61 60
+REP ordo B 3 47.0 -1 60
+RESULT ordo B 47.0 46.0 150.0
+"""
+
+    def setUp(self):
+        self.run = parse(self.LINES)
+        self.medians = compare.phase_medians(self.run)
+
+    def test_a_repetition_is_fast_only_when_both_probes_were(self):
+        # fast: 50 (round 1) and 46 (round 2); slow: 52, 48 (one probe each) and 150
+        self.assertEqual(self.medians[("ordo", "B")], {"fast": (48.0, 2), "slow": (52.0, 3)})
+        self.assertEqual(self.medians[("gomp", "B")], {"fast": (400.0, 1), "slow": (900.0, 1)})
+
+    def test_a_repetition_without_a_probe_is_left_out(self):
+        counts = sum(c for _m, c in self.medians[("ordo", "B")].values())
+        self.assertEqual(counts, 5)  # of 6: the one with -1 before it
+
+    def test_the_table_gives_the_fast_phase_ratio(self):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            compare.print_phases(self.run)
+        text = out.getvalue()
+        self.assertIn("3 fast and 4 slow in all", text)
+        row = next(line for line in text.splitlines() if line.strip().startswith("gomp"))
+        self.assertEqual(row.split(), ["gomp", "400", "[1]", "900", "[1]", "8.33"])
+
+    def test_no_table_without_rep_lines(self):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            compare.print_phases(parse(ONE_RUN))
+        self.assertEqual(out.getvalue(), "")
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=1)
