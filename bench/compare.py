@@ -28,7 +28,8 @@ min and max span all rounds, and a last table counts the rounds in which ordo be
 Where the REP lines carry the core-to-core round trip, a further table splits A-E's repetitions
 by the machine's phase (FAST_C2C_NS): a VM's vCPUs move between physical cores in spells of
 seconds, and a repetition that ran while the round trip was 6x longer measured a different
-machine. Every system's repetitions are split by the same rule.
+machine. Every system's repetitions are split by the same rule. A last table reads issue #4's
+targets off the tables (NS_CEILINGS, METG_FACTOR, CHOL_DGEMM_SHARE): met or missed, and by whom.
 """
 
 import statistics
@@ -474,6 +475,77 @@ def print_phases(run):
     print()
 
 
+# Issue #4's targets: ordo's ns/op ceilings on A-D, METG at least this many times smaller than the
+# best peer's, and Cholesky at least this share of the 2-thread dgemm rate.
+NS_CEILINGS = OrderedDict([("A", 80.0), ("B", 70.0), ("C", 100.0), ("D", 100.0)])
+METG_FACTOR = 2.0
+CHOL_DGEMM_SHARE = 0.85
+
+
+def peers_of(systems):
+    return [s for s in systems if family(s) != BASELINE]
+
+
+def target_rows(run):
+    """[target, measured, 'met' | 'missed' ...] for each of issue #4's targets the run has data for:
+    the values are the tables' (medians over rounds)."""
+    rows = []
+    fast = phase_medians(run)
+    for w, ceiling in NS_CEILINGS.items():
+        r = run.results.get((BASELINE, w))
+        if not r:
+            continue
+        measured = ns(r[0])
+        f = fast.get((BASELINE, w), {}).get("fast")
+        if f:
+            measured += f" (fast phase {ns(f[0])})"
+        status = "met" if r[0] <= ceiling else "missed"
+        if status == "missed" and f and f[0] <= ceiling:
+            status += " (met in the fast phase)"
+        rows.append([f"{w} <= {ceiling:g} ns/op", measured, status])
+    for w in WORKLOADS:
+        mine = run.results.get((BASELINE, w))
+        if not mine:
+            continue
+        faster = sorted((run.results[(s, w)][0], s) for s in peers_of(run.systems)
+                        if (s, w) in run.results and run.results[(s, w)][0] < mine[0])
+        rows.append([f"{w}: ordo faster than every peer", ns(mine[0]),
+                     "met" if not faster else
+                     "missed: " + ", ".join(f"{s} {ns(v)}" for v, s in faster)])
+    m = run.metg.get(BASELINE)
+    best = min(((v[0], s) for s, v in run.metg.items() if family(s) != BASELINE and v[0] > 0),
+               default=None)
+    if m and m[0] > 0 and best:
+        rows.append([f"METG at least {METG_FACTOR:g}x smaller than the best peer's",
+                     f"{us(m[0])} against {best[1]} {us(best[0])}",
+                     "met" if m[0] * METG_FACTOR <= best[0] else "missed"])
+    refs = [g for label, g in run.gemmref if label == "dgemm-2t"]
+    for sys_, n, tile, gflops, _sec in run.chol:
+        if sys_ != BASELINE:
+            continue
+        faster = sorted((c[3], c[0]) for c in run.chol
+                        if c[0] != BASELINE and c[1] == n and c[2] == tile and c[3] >= gflops)
+        rows.append([f"K (n {n}, tile {tile}): faster than every peer", f"{gflops:.1f} GFLOP/s",
+                     "met" if not faster else
+                     "missed: " + ", ".join(f"{s} {g:.1f}" for g, s in reversed(faster))])
+        if refs:
+            share = gflops / refs[0]
+            rows.append([f"K: >= {CHOL_DGEMM_SHARE:.0%} of dgemm-2t",
+                         f"{share:.1%} of {refs[0]:.1f}",
+                         "met" if share >= CHOL_DGEMM_SHARE else "missed"])
+    return rows
+
+
+def print_targets(run):
+    rows = target_rows(run)
+    if not rows:
+        return
+    print("Issue #4's targets, read off the tables above (medians over rounds; every other "
+          "system counts as a peer,\n  tbb-flow-prebuilt and tbb-tg included)")
+    print(table(rows, ["target", "ordo", "status"], "lll"))
+    print()
+
+
 def print_notes(run):
     if not run.skips and not run.fails:
         return
@@ -505,6 +577,7 @@ def main(argv):
     print_metg(run)
     print_cholesky(run)
     print_rounds_won(run)
+    print_targets(run)
     print_notes(run)
     if not run.results and not run.metg and not run.chol:
         print("no results: did any benchmark program run? (see the messages above)")

@@ -260,5 +260,51 @@ RESULT ordo B 47.0 46.0 150.0
         self.assertEqual(out.getvalue(), "")
 
 
+class Targets(unittest.TestCase):
+    """The targets table reads issue #4's targets off the same medians the other tables print:
+    ordo's own other modes are not peers, a ceiling missed overall but met by the fast-phase
+    repetitions says so, and METG's 2x holds at the line."""
+
+    LINES = """
+REP ordo A 1 60.0 60 60
+REP ordo A 2 300.0 60 350
+REP ordo A 3 310.0 350 340
+RESULT ordo A 300.0 60.0 310.0
+RESULT ordo B 60.0 59.0 61.0
+RESULT ordo-help B 40.0 39.0 41.0
+RESULT gomp B 400.0 390.0 410.0
+RESULT tbb-flow-prebuilt B 30.0 29.0 31.0
+METG ordo 1000 0.55
+METG ordo-help 500 0.60
+METG tbb-flow 2000 0.60
+CHOL ordo 4096 256 90.0 0.2545
+CHOL gomp 4096 256 91.0 0.2517
+GEMMREF dgemm-2t 105.0
+"""
+
+    def setUp(self):
+        self.rows = {r[0]: r for r in compare.target_rows(parse(self.LINES))}
+
+    def test_a_ceiling_met_only_in_the_fast_phase_says_so(self):
+        self.assertEqual(self.rows["A <= 80 ns/op"][1:],
+                         ["300 (fast phase 60.0)", "missed (met in the fast phase)"])
+        self.assertEqual(self.rows["B <= 70 ns/op"][1:], ["60.0", "met"])
+        self.assertNotIn("C <= 100 ns/op", self.rows)
+
+    def test_peers_that_beat_ordo_are_named_and_ordo_help_is_not_a_peer(self):
+        self.assertEqual(self.rows["B: ordo faster than every peer"][2],
+                         "missed: tbb-flow-prebuilt 30.0")
+        self.assertEqual(self.rows["A: ordo faster than every peer"][2], "met")
+
+    def test_metg_at_exactly_twice_finer_is_met(self):
+        row = self.rows["METG at least 2x smaller than the best peer's"]
+        self.assertEqual(row[1:], ["1 us against tbb-flow 2 us", "met"])
+
+    def test_cholesky_against_peers_and_the_dgemm_share(self):
+        self.assertEqual(self.rows["K (n 4096, tile 256): faster than every peer"][2],
+                         "missed: gomp 91.0")
+        self.assertEqual(self.rows["K: >= 85% of dgemm-2t"][1:], ["85.7% of 105.0", "met"])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=1)
