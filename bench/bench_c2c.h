@@ -27,10 +27,10 @@
 #include <time.h>
 
 typedef struct {
-  long ball __attribute__((aligned(64)));
-  int cpu;      /* the bouncing thread's CPU */
-  long trips;   /* round trips it answers, in all */
-  char pad[64]; /* nothing else shares ball's line */
+  long ball __attribute__((aligned(64))); /* the line that bounces */
+  int cpu;                                /* the bouncing thread's CPU */
+  long trips;                             /* round trips it answers, in all (read once) */
+  char pad[64];                           /* no other data shares ball's line */
 } bench_c2c_court;
 
 static inline double bench_c2c_now_ns(void) {
@@ -49,7 +49,8 @@ static inline int bench_c2c_pin(int cpu) {
 static inline void* bench_c2c_bounce_back(void* arg) {
   bench_c2c_court* c = (bench_c2c_court*)arg;
   (void)bench_c2c_pin(c->cpu); /* unpinned, it still bounces (the caller must not wait forever) */
-  for (long i = 0; i < c->trips; i++) {
+  const long trips = c->trips;
+  for (long i = 0; i < trips; i++) {
     while (__atomic_load_n(&c->ball, __ATOMIC_ACQUIRE) != 2 * i + 1) {
     }
     __atomic_store_n(&c->ball, 2 * i + 2, __ATOMIC_RELEASE);
