@@ -298,8 +298,10 @@ typedef struct ordo_stats {
   uint32_t workers;       /**< worker threads running */
   uint64_t pushed;        /**< ops accepted since the engine was created */
   uint64_t completed;     /**< ops finished: ran, failed or skipped */
-  uint64_t failed;        /**< ops that failed: non-zero return, throw, or failing completion */
-  uint64_t skipped;       /**< ops not run because a var they use carried an error */
+  uint64_t failed;        /**< ops that failed: non-zero return, throw, failing completion, or
+                               skipped (a skipped op counts as failed, with the inherited error) */
+  uint64_t skipped;       /**< of `failed`, the ops not run because a var they use carried an
+                               error */
   uint64_t pending;       /**< pushed and not completed */
   uint64_t ready;         /**< ops ready to run and waiting for a worker (all queues together) */
   uint64_t trace_records; /**< op records held by the tracer; 0 when tracing is off */
@@ -427,8 +429,8 @@ static inline void ordo_push_opts_init(ordo_push_opts* opts) {
  * var listed twice counts once; an op with no vars simply runs. May be called from inside an op.
  * Pushes from several threads are linearizable and never deadlock.
  * If any var the op reads or mutates is in an error state when the op's turn comes, fn is not
- * called: the op is skipped (counted in ordo_stats.skipped, not failed), and passes the error on
- * to the vars it mutates.
+ * called: the op is skipped (counted as failed, and in ordo_stats.skipped), and passes the error
+ * on to the vars it mutates.
  * Ownership: user_data stays the caller's; free_fn (if given) releases it after the op finished.
  * On failure nothing was pushed and free_fn is not called.
  * Flow control: from a thread that is not running an op of this engine, a push made while more

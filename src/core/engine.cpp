@@ -1152,8 +1152,9 @@ void Engine::stats(ordo_stats* out) const {
   pushed -= internal_pushed_.load(std::memory_order_seq_cst) + rejected;
   if (done < 0) done = 0;
   if (pushed < done) pushed = done;  // a snapshot taken while an internal op was in flight
+  // SPEC 3: a skipped op counts as failed; `skipped` is how many of the failed never ran.
   int64_t skipped = skipped_.load(std::memory_order_relaxed);
-  int64_t failed = failures_.load(std::memory_order_relaxed) - skipped;
+  int64_t failed = failures_.load(std::memory_order_relaxed);
   out->pushed = static_cast<uint64_t>(pushed);
   out->completed = static_cast<uint64_t>(done);
   out->pending = static_cast<uint64_t>(pushed - done);

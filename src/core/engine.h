@@ -203,7 +203,7 @@ class Engine {
   // caller's ops can be told apart) and the failure paths.
   std::atomic<int64_t> internal_pushed_{0};
   std::atomic<int64_t> internal_completed_{0};
-  std::atomic<int64_t> failures_{0};  // failed + skipped
+  std::atomic<int64_t> failures_{0};  // failed, skipped ones included (SPEC 3)
   std::atomic<int64_t> skipped_{0};
   std::atomic<int64_t> rejected_{0};  // pushes that failed after their lane counted them
 
