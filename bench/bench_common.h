@@ -17,7 +17,9 @@
  *                                                        round trip in ns, bench_c2c.h, -1 when
  *                                                        it cannot be measured)
  *   METG   <system> <metg_ns> <efficiency_at_metg>        (workload F, see below)
- *   EFF    <system> <grain_ns> <efficiency>               (workload F, one per swept grain)
+ *   EFF    <system> <grain_ns> <efficiency> <c2c_before> <c2c_after>
+ *                                                       (workload F, one per swept grain; the
+ *                                                        round trip probed around its two runs)
  *   SKIP   <system> <workload> <reason...>                (a workload this system cannot express)
  * <system> is one word naming the runtime and its mode, e.g. ordo, gomp, libomp, tbb-flow,
  * starpu-lws, mxnet-bulk15.
@@ -250,14 +252,16 @@ static inline void bench_metg_sweep(const char* system, int threads, bench_stenc
     if (steps > 20000) steps = 20000;
     stencil(ctx, width, 4, iters); /* warm-up */
     double best = 1e300;
+    double c2c_before = bench_c2c_quick_ns();
     for (int r = 0; r < 2; r++) {
       uint64_t t0 = bench_now_ns();
       stencil(ctx, width, steps, iters);
       double dt = (double)(bench_now_ns() - t0);
       if (dt < best) best = dt;
     }
+    double c2c_after = bench_c2c_quick_ns();
     double eff = ((double)steps * width * grain_ns / threads) / best;
-    printf("EFF %s %.0f %.3f\n", system, grain_ns, eff);
+    printf("EFF %s %.0f %.3f %.0f %.0f\n", system, grain_ns, eff, c2c_before, c2c_after);
     fflush(stdout);
     /* "Stays at 50% or more": after the first grain below, a smaller grain that happens to reach
      * 50% again (noise) is not the METG. */

@@ -9,7 +9,9 @@ Input lines (bench/bench_common.h defines the first four; other lines are ignore
                                                     one repetition of A-E, with the core-to-core
                                                     round trip (ns) probed before and after it
   METG   <system> <metg_ns> <efficiency_at_metg>     workload F (-1: no grain reached 50%)
-  EFF    <system> <grain_ns> <efficiency>            workload F, one per grain
+  EFF    <system> <grain_ns> <efficiency> [<c2c_before> <c2c_after>]
+                                                    workload F, one per grain (with the round trip
+                                                    probed around that grain's runs)
   SKIP   <system> <workload|-> <reason...>
   CHOL   <system> <n> <tile> <gflops> <seconds>      tiled Cholesky
   GEMMREF <label> <gflops>                           dgemm reference rates for Cholesky
@@ -72,6 +74,7 @@ class Run:
         self.chol_rounds = {}  # (system, n, tile) -> {round: (seconds, gflops)}
         self.gemm_rounds = {}  # label -> [gflops, ...]
         self.reps = {}  # (system, workload) -> [(ns, c2c_before, c2c_after), ...], all rounds
+        self.eff_phases = {}  # system -> [phase_of(...) of each probed grain], all rounds
 
     def rounds(self):
         seen = {r for d in self.per_round.values() for r in d}
@@ -148,6 +151,9 @@ def parse(lines):
                 run.saw(f[1])
                 grains = run.eff_rounds.setdefault(f[1], {})
                 grains.setdefault(float(f[2]), {})[run.round] = float(f[3])
+                if len(f) >= 6:
+                    phase = phase_of(float(f[4]), float(f[5]))
+                    run.eff_phases.setdefault(f[1], []).append(phase)
             elif kind == "ROUND" and len(f) >= 2:
                 run.round = int(f[1])
             elif kind == "SKIP" and len(f) >= 3:
@@ -338,15 +344,23 @@ def print_metg(run):
     base = run.metg.get(BASELINE, (None,))[0]
     base = base if base and base > 0 else None
     rows = []
+    probed = any(run.eff_phases.values())
     for s in systems:
         m = run.metg.get(s)
         if m is None:
-            rows.append([s, "(no METG line)", "", ""])
+            row = [s, "(no METG line)", "", ""]
         elif m[0] <= 0:
-            rows.append([s, "none >= 50%", "", ""])
+            row = [s, "none >= 50%", "", ""]
         else:
-            rows.append([s, us(m[0]), f"{m[1]:.0%}", ratio(m[0], base)])
-    print(table(rows, ["system", "METG", "eff at METG", "ratio"], "lrrr"))
+            row = [s, us(m[0]), f"{m[1]:.0%}", ratio(m[0], base)]
+        if probed:
+            phases = [p for p in run.eff_phases.get(s, []) if p]
+            row.append(f"{phases.count('slow')} of {len(phases)}" if phases else "-")
+        rows.append(row)
+    header = ["system", "METG", "eff at METG", "ratio"]
+    if probed:
+        header.append("grains in the slow phase")
+    print(table(rows, header, "lrrr" + ("r" if probed else "")))
     grains = sorted({g for e in run.eff.values() for g in e}, reverse=True)
     if grains:
         print("\n  efficiency at each task duration (us)")

@@ -253,6 +253,20 @@ RESULT ordo B 47.0 46.0 150.0
         row = next(line for line in text.splitlines() if line.strip().startswith("gomp"))
         self.assertEqual(row.split(), ["gomp", "400", "[1]", "900", "[1]", "8.33"])
 
+    def test_metg_counts_the_grains_measured_in_the_slow_phase(self):
+        run = parse("EFF ordo 2000 0.70 60 61\nEFF ordo 1000 0.55 61 350\n"
+                    "EFF ordo 500 0.40 -1 60\nMETG ordo 1000 0.55\n"
+                    "EFF gomp 2000 0.60\nMETG gomp 2000 0.60\n")
+        self.assertEqual(run.eff_phases["ordo"], ["fast", "slow", None])
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            compare.print_metg(run)
+        metg_table = out.getvalue().split("efficiency at each task duration")[0]
+        rows = {line.split()[0]: line.split() for line in metg_table.splitlines()
+                if line.startswith(("ordo ", "gomp "))}
+        self.assertEqual(rows["ordo"][-3:], ["1", "of", "2"])
+        self.assertEqual(rows["gomp"][-1], "-")  # an older program's EFF lines: no probes
+
     def test_no_table_without_rep_lines(self):
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
