@@ -13,18 +13,25 @@
  * spell or the other.
  *
  * The calling thread is pinned to the first CPU while it measures, and its own CPU set is put
- * back afterwards. Valid C99 and C++ (bench_tbb.cpp includes it through bench_common.h).
+ * back afterwards. The two CPUs are the first two of the calling thread's own set: a caller
+ * bound to one CPU (libgomp's main thread under OMP_PROC_BIND=true, which bench/run.sh does
+ * not set) gets -1, no probe. Valid C99 and C++ (bench_tbb.cpp includes it through
+ * bench_common.h).
  */
 #ifndef ORDO_BENCH_C2C_H
 #define ORDO_BENCH_C2C_H
 
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE
+#define _GNU_SOURCE /* only takes effect when no system header came first: see the check below */
 #endif
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
 #include <time.h>
+
+#ifndef CPU_SETSIZE
+#error "bench_c2c.h needs _GNU_SOURCE defined before the first system header"
+#endif
 
 typedef struct {
   long ball __attribute__((aligned(64))); /* the line that bounces */
@@ -48,7 +55,7 @@ static inline int bench_c2c_pin(int cpu) {
 
 static inline void* bench_c2c_bounce_back(void* arg) {
   bench_c2c_court* c = (bench_c2c_court*)arg;
-  (void)bench_c2c_pin(c->cpu); /* unpinned, it still bounces (the caller must not wait forever) */
+  (void)bench_c2c_pin(c->cpu); /* unpinned (the caller's CPU set), it still bounces */
   const long trips = c->trips;
   for (long i = 0; i < trips; i++) {
     while (__atomic_load_n(&c->ball, __ATOMIC_ACQUIRE) != 2 * i + 1) {
@@ -73,12 +80,12 @@ static inline int bench_c2c_samples(int rounds, int samples, double* out) {
   court.ball = 0;
   court.cpu = cpus[1];
   court.trips = (long)rounds * samples;
+  /* The bouncing thread starts before the caller pins itself, so that it inherits the caller's
+   * whole CPU set: were its own pin to fail, it would still not be stuck on the caller's CPU
+   * (where every round trip would wait for a time slice). */
   pthread_t other;
-  if (bench_c2c_pin(cpus[0]) != 0) return 0;
-  if (pthread_create(&other, NULL, bench_c2c_bounce_back, &court) != 0) {
-    (void)pthread_setaffinity_np(pthread_self(), sizeof mine, &mine);
-    return 0;
-  }
+  if (pthread_create(&other, NULL, bench_c2c_bounce_back, &court) != 0) return 0;
+  (void)bench_c2c_pin(cpus[0]); /* unpinned, it still bounces */
   long i = 0;
   for (int s = 0; s < samples; s++) {
     double t0 = bench_c2c_now_ns();

@@ -378,9 +378,8 @@ def print_cholesky(run):
           "ratio = system seconds / ordo seconds\n  (above 1: ordo is faster), against ordo "
           "at the same n and tile")
     # The reference at the run's thread count: the dgemm-<N>t line with the most threads.
-    multi = [(int(label[6:-1]), label, g) for label, g in run.gemmref
-             if label.startswith("dgemm-") and label.endswith("t") and label[6:-1].isdigit()]
-    _, ref_label, ref2 = max(multi) if multi else (0, "dgemm-2t", None)
+    ref_label, ref2 = dgemm_reference(run)
+    ref_label = ref_label or "dgemm-2t"
     order = run.ordered_systems({c[0] for c in run.chol})
     rows = []
     for s in order:
@@ -501,52 +500,114 @@ def peers_of(systems):
 
 
 def target_rows(run):
-    """[target, measured, 'met' | 'missed' ...] for each of issue #4's targets the run has data for:
-    the values are the tables' (medians over rounds)."""
+    """[target, measured, status] for each of issue #4's targets the run measured (a workload,
+    METG or Cholesky any system has a line for): the values are the tables' (medians over rounds).
+    A target ordo has no value for is missed; "faster" is strict (a tie is not faster)."""
     rows = []
     fast = phase_medians(run)
-    for w, ceiling in NS_CEILINGS.items():
-        r = run.results.get((BASELINE, w))
-        if not r:
-            continue
-        measured = ns(r[0])
-        f = fast.get((BASELINE, w), {}).get("fast")
-        if f:
-            measured += f" (fast phase {ns(f[0])})"
-        status = "met" if r[0] <= ceiling else "missed"
-        if status == "missed" and f and f[0] <= ceiling:
-            status += " (met in the fast phase)"
-        rows.append([f"{w} <= {ceiling:g} ns/op", measured, status])
-    for w in WORKLOADS:
-        mine = run.results.get((BASELINE, w))
-        if not mine:
-            continue
-        faster = sorted((run.results[(s, w)][0], s) for s in peers_of(run.systems)
-                        if (s, w) in run.results and run.results[(s, w)][0] < mine[0])
-        rows.append([f"{w}: ordo faster than every peer", ns(mine[0]),
-                     "met" if not faster else
-                     "missed: " + ", ".join(f"{s} {ns(v)}" for v, s in faster)])
+    measured_workloads = [w for w in WORKLOADS
+                          if any(k[1] == w for k in run.results)
+                          or any(k[1] == w for k in run.workload_fails)]
+    for w in measured_workloads:
+        if w in NS_CEILINGS:
+            rows.append(ceiling_row(run, w, NS_CEILINGS[w], fast))
+    for w in measured_workloads:
+        rows.append(peers_row(run, w))
+    if run.metg:
+        rows.append(metg_row(run))
+    for n, tile in OrderedDict(((c[1], c[2]), None) for c in run.chol):
+        rows.extend(cholesky_rows(run, n, tile))
+    return rows
+
+
+def ordo_missing(run, w):
+    """Why ordo has no value for workload w."""
+    if (BASELINE, w) in run.workload_fails:
+        return "missed (ordo's program failed: see notes)"
+    if skip_reason(run, BASELINE, w) is not None:
+        return "missed (ordo skipped it)"
+    return "missed (no result for ordo)"
+
+
+def ceiling_row(run, w, ceiling, fast):
+    target = f"{w} <= {ceiling:g} ns/op"
+    r = run.results.get((BASELINE, w))
+    if not r:
+        return [target, "-", ordo_missing(run, w)]
+    measured = ns(r[0])
+    f = fast.get((BASELINE, w), {}).get("fast")
+    if f:
+        measured += f" (fast phase {ns(f[0])})"
+    status = "met" if r[0] <= ceiling else "missed"
+    if status == "missed" and f and f[0] <= ceiling:
+        status += " (met in the fast phase)"
+    return [target, measured, status]
+
+
+def peers_row(run, w):
+    target = f"{w}: ordo faster than every peer"
+    mine = run.results.get((BASELINE, w))
+    if not mine:
+        return [target, "-", ordo_missing(run, w)]
+    peers = peers_of(run.systems)
+    valued = [s for s in peers if (s, w) in run.results]
+    unmeasured = [s for s in peers if (s, w) not in run.results
+                  and (skip_reason(run, s, w) is not None or (family(s), w) in run.workload_fails)]
+    if not valued:
+        status = "no peer data"
+    else:
+        not_beaten = sorted((run.results[(s, w)][0], s) for s in valued
+                            if run.results[(s, w)][0] <= mine[0])
+        status = ("met" if not not_beaten else
+                  "missed: " + ", ".join(f"{s} {ns(v)}" for v, s in not_beaten))
+    if unmeasured:
+        status += "; no value: " + ", ".join(unmeasured)
+    return [target, ns(mine[0]), status]
+
+
+def metg_row(run):
+    target = f"METG at least {METG_FACTOR:g}x smaller than the best peer's"
     m = run.metg.get(BASELINE)
     best = min(((v[0], s) for s, v in run.metg.items() if family(s) != BASELINE and v[0] > 0),
                default=None)
-    if m and m[0] > 0 and best:
-        rows.append([f"METG at least {METG_FACTOR:g}x smaller than the best peer's",
-                     f"{us(m[0])} against {best[1]} {us(best[0])}",
-                     "met" if m[0] * METG_FACTOR <= best[0] else "missed"])
-    refs = [g for label, g in run.gemmref if label == "dgemm-2t"]
-    for sys_, n, tile, gflops, _sec in run.chol:
-        if sys_ != BASELINE:
-            continue
-        faster = sorted((c[3], c[0]) for c in run.chol
-                        if c[0] != BASELINE and c[1] == n and c[2] == tile and c[3] >= gflops)
-        rows.append([f"K (n {n}, tile {tile}): faster than every peer", f"{gflops:.1f} GFLOP/s",
-                     "met" if not faster else
-                     "missed: " + ", ".join(f"{s} {g:.1f}" for g, s in reversed(faster))])
-        if refs:
-            share = gflops / refs[0]
-            rows.append([f"K: >= {CHOL_DGEMM_SHARE:.0%} of dgemm-2t",
-                         f"{share:.1%} of {refs[0]:.1f}",
-                         "met" if share >= CHOL_DGEMM_SHARE else "missed"])
+    if not m:
+        return [target, "-", "missed (no METG for ordo)"]
+    if m[0] <= 0:
+        return [target, "none >= 50%", "missed (no grain at 50% efficiency or more)"]
+    if not best:
+        return [target, us(m[0]), "no peer data"]
+    return [target, f"{us(m[0])} against {best[1]} {us(best[0])}",
+            "met" if m[0] * METG_FACTOR <= best[0] else "missed"]
+
+
+def dgemm_reference(run):
+    """(label, GFLOP/s) of the dgemm-<N>t reference line with the most threads, the rate at the
+    run's thread count; (None, None) when there is none."""
+    multi = [(int(label[6:-1]), label, g) for label, g in run.gemmref
+             if label.startswith("dgemm-") and label.endswith("t") and label[6:-1].isdigit()]
+    if not multi:
+        return None, None
+    _, label, g = max(multi)
+    return label, g
+
+
+def cholesky_rows(run, n, tile):
+    target = f"K (n {n}, tile {tile}): faster than every peer"
+    mine = next((c for c in run.chol if c[0] == BASELINE and c[1] == n and c[2] == tile), None)
+    if not mine:
+        return [[target, "-", "missed (no result for ordo)"]]
+    gflops = mine[3]
+    peers = [c for c in run.chol if family(c[0]) != BASELINE and c[1] == n and c[2] == tile]
+    not_beaten = sorted(((c[3], c[0]) for c in peers if c[3] >= gflops), reverse=True)
+    status = ("no peer data" if not peers else "met" if not not_beaten else
+              "missed: " + ", ".join(f"{s} {g:.1f}" for g, s in not_beaten))
+    rows = [[target, f"{gflops:.1f} GFLOP/s", status]]
+    label, ref = dgemm_reference(run)
+    if ref:
+        share = gflops / ref
+        rows.append([f"K (n {n}, tile {tile}): >= {CHOL_DGEMM_SHARE:.0%} of {label}",
+                     f"{share:.1%} of {ref:.1f}",
+                     "met" if share >= CHOL_DGEMM_SHARE else "missed"])
     return rows
 
 

@@ -308,7 +308,7 @@ GEMMREF dgemm-2t 105.0
     def test_peers_that_beat_ordo_are_named_and_ordo_help_is_not_a_peer(self):
         self.assertEqual(self.rows["B: ordo faster than every peer"][2],
                          "missed: tbb-flow-prebuilt 30.0")
-        self.assertEqual(self.rows["A: ordo faster than every peer"][2], "met")
+        self.assertEqual(self.rows["A: ordo faster than every peer"][2], "no peer data")
 
     def test_metg_at_exactly_twice_finer_is_met(self):
         row = self.rows["METG at least 2x smaller than the best peer's"]
@@ -317,7 +317,44 @@ GEMMREF dgemm-2t 105.0
     def test_cholesky_against_peers_and_the_dgemm_share(self):
         self.assertEqual(self.rows["K (n 4096, tile 256): faster than every peer"][2],
                          "missed: gomp 91.0")
-        self.assertEqual(self.rows["K: >= 85% of dgemm-2t"][1:], ["85.7% of 105.0", "met"])
+        self.assertEqual(self.rows["K (n 4096, tile 256): >= 85% of dgemm-2t"][1:],
+                         ["85.7% of 105.0", "met"])
+
+    def test_a_target_ordo_has_no_value_for_is_missed_not_dropped(self):
+        rows = {r[0]: r for r in compare.target_rows(parse("""
+RESULT ordo A 50.0 49.0 51.0
+RESULT gomp B 400.0 390.0 410.0
+FAIL bench_ordo --only B timed out after 900s
+METG ordo -1 0
+METG gomp 64000 0.6
+"""))}
+        self.assertEqual(rows["B <= 70 ns/op"][2], "missed (ordo's program failed: see notes)")
+        self.assertEqual(rows["B: ordo faster than every peer"][2],
+                         "missed (ordo's program failed: see notes)")
+        self.assertEqual(rows["METG at least 2x smaller than the best peer's"][2],
+                         "missed (no grain at 50% efficiency or more)")
+        self.assertNotIn("C <= 100 ns/op", rows)  # nobody measured C
+
+    def test_a_tie_is_not_faster_and_unmeasured_peers_are_named(self):
+        rows = {r[0]: r for r in compare.target_rows(parse("""
+RESULT ordo A 50.0 49.0 51.0
+RESULT gomp A 50.0 49.0 51.0
+RESULT ordo B 50.0 49.0 51.0
+RESULT gomp B 60.0 59.0 61.0
+SKIP tbb-tg B task_group has no way to state data dependencies
+RESULT tbb-tg A 90.0 89.0 91.0
+CHOL ordo 4096 256 90.0 0.2545
+CHOL gomp 4096 256 90.0 0.2545
+GEMMREF dgemm-1t 50.0
+GEMMREF dgemm-4t 200.0
+"""))}
+        self.assertEqual(rows["A: ordo faster than every peer"][2], "missed: gomp 50.0")
+        self.assertEqual(rows["B: ordo faster than every peer"][2], "met; no value: tbb-tg")
+        self.assertEqual(rows["K (n 4096, tile 256): faster than every peer"][2],
+                         "missed: gomp 90.0")
+        # the share uses the reference the K table uses: the one with the most threads
+        self.assertEqual(rows["K (n 4096, tile 256): >= 85% of dgemm-4t"][1:],
+                         ["45.0% of 200.0", "missed"])
 
 
 if __name__ == "__main__":
