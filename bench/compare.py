@@ -462,8 +462,8 @@ def print_phases(run):
     if not any(medians.values()):
         return
     systems = run.ordered_systems({s for (s, _w) in medians})
-    fast = sum(c for m in medians.values() for c in [m.get("fast", (0, 0))[1]])
-    slow = sum(c for m in medians.values() for c in [m.get("slow", (0, 0))[1]])
+    fast = sum(m.get("fast", (0, 0))[1] for m in medians.values())
+    slow = sum(m.get("slow", (0, 0))[1] for m in medians.values())
     print(f"A-E by the machine's phase: median ns/op of the repetitions during which the core-to-"
           f"core round trip\n  stayed under {FAST_C2C_NS:.0f} ns (fast) or did not (slow), "
           f"probed before and after each; [n] repetitions\n  ({fast} fast and {slow} slow in "

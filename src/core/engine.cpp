@@ -1375,24 +1375,22 @@ ordo_status Engine::wait_for_var(ordo_var v, const uint64_t* timeout_ns) {
   const bool timed = timeout_ns != nullptr;
   const WaitClock::time_point deadline =
       timed ? WaitClock::now() + std::chrono::nanoseconds(*timeout_ns) : WaitClock::time_point{};
-  VarSlot* first_slot = nullptr;
+  VarSlot* first_slot = nullptr;  // set once the wait has begun on a live var
   uint32_t deletes_seen = 0;
-  // The handle was valid when the wait began: the var has been deleted since.
-  auto deleted_since = [&](ordo_status stale) {
-    return wait_for_the_delete(first_slot, deletes_seen, timed, deadline, stale);
+  // A stale handle after the wait began: the var has been deleted since.
+  auto finish = [&](ordo_status s) {
+    if (s != ORDO_ERR_INVALID_HANDLE || !first_slot) return s;
+    return wait_for_the_delete(first_slot, deletes_seen, timed, deadline, s);
   };
   for (bool again = false;; again = true) {
-    if (again && timed && WaitClock::now() >= deadline) {
-      ordo_status s = poll_var(v);
-      return s == ORDO_ERR_INVALID_HANDLE ? deleted_since(s) : s;
-    }
+    if (again && timed && WaitClock::now() >= deadline) return finish(poll_var(v));
     auto* w = new Waiter();
     VarSlot* slot = nullptr;
     uint32_t deletes_done = 0;
     VarSlot::WaitStep step = VarSlot::kPushMark;
     if (ordo_status s = begin_wait(v, w, again, &slot, &deletes_done, &step)) {
       delete w;
-      return again && s == ORDO_ERR_INVALID_HANDLE ? deleted_since(s) : s;
+      return finish(s);
     }
     if (!again) {
       first_slot = slot;
@@ -1404,7 +1402,7 @@ ordo_status Engine::wait_for_var(ordo_var v, const uint64_t* timeout_ns) {
       if (ordo_status s = push_internal(OpKind::kWaitSignal, v, VarLink::kMarkBit, w)) {
         cancel_wait_reservation(slot);
         delete w;
-        return s == ORDO_ERR_INVALID_HANDLE ? deleted_since(s) : s;
+        return finish(s);
       }
     }
     const bool woken = sleep_until_woken(w, timed, deadline);
