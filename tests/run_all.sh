@@ -32,6 +32,8 @@ echo "== stress checker against a sequential model, short (make stress runs 10M 
 "$build/tests/ordo_stress" --ops 500000
 echo "== the same, with throttled pushers running ready ops (ORDO_PUSHERS_HELP=1, a 64-op window)"
 ORDO_PUSHERS_HELP=1 ORDO_MAX_PENDING=64 "$build/tests/ordo_stress" --ops 300000
+echo "== the same on the naive engine: 4 pushers, each running its ops inside its pushes"
+"$build/tests/ordo_stress" --kind naive --pushers 4 --ops 200000
 
 echo "== the Cholesky demo, small, and its trace checked (make run runs N=4096)"
 demo_dir=$(mktemp -d)

@@ -524,6 +524,15 @@ bool Engine::run_on_pusher(OpBlock* op, PushLane* lane) {
   return true;
 }
 
+// The naive engine runs a ready op inside its push. Run as a helper, it and the ops it makes
+// ready count their completions on the pushing thread's lane and return their blocks to its
+// magazine, as a worker's do: pushers on two threads then share no counter and no pool shard
+// (on the engine's shared ones, two naive pushers on disjoint vars ran at 128 ns per op each
+// against 46 for one alone).
+void Engine::run_naive_on_pusher(OpBlock* op, PushLane* lane) {
+  as_helper(lane, [&] { run_inline(op); });
+}
+
 // Records why a push was refused (nothing was pushed or done) and returns `status`. The message
 // names no call: user pushes, ordo_opr_new and the internal pushes of var deletes, clears and
 // waits all come here, and the API layer puts the caller's name in front (guarded()).
@@ -588,7 +597,9 @@ ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef
   // Not kept by this worker even if it could: the pusher may be an op that waits for it.
   // The lane's position picks the ready ring: two pushing threads do not share one.
   if (ready) {
-    if (!lane->runs_ready_ops || !run_on_pusher(op, lane)) {
+    if (!op->group && !shared && !on_an_op_stack()) {
+      run_naive_on_pusher(op, lane);
+    } else if (!lane->runs_ready_ops || !run_on_pusher(op, lane)) {
       dispatch(op, nullptr, shared ? 0 : static_cast<size_t>(lane - lanes_.get()));
     }
   }
