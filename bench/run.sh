@@ -192,9 +192,16 @@ run_one() { # run_one PATH
   case $name in
     bench_gomp | bench_libomp) OMP_NUM_THREADS=$threads run_workloads "$name" "$prog" ;;
     bench_ordo)
-      # ordo's default engine, then its ORDO_ENGINE_FLAG_PUSHERS_HELP mode (ordo-help)
+      # ordo's default engine, then its ORDO_ENGINE_FLAG_PUSHERS_HELP mode (ordo-help), then its
+      # naive engine on A, B and E (ordo-naive): each op runs inside its push, so that time is
+      # ordo's own per-op path with no hand-off between threads, the floor under any scheduling
+      # change (compare.py names the peers faster than it)
       run_workloads "$name" "$prog"
       run_workloads "$name --pushers-help" "$prog" --pushers-help
+      local all=$letters
+      letters=$(tr -dc 'ABE' <<<"$all")
+      [ -n "$letters" ] && run_workloads "$name --kind naive" "$prog" --kind naive
+      letters=$all
       ;;
     bench_*) run_workloads "$name" "$prog" ;;
     *)

@@ -140,6 +140,11 @@ FAIL bench_gomp --only C timed out after 900s
         self.assertIn(["gomp", "FAIL", "(see", "notes)"], rows)
         self.assertTrue(any(r[:2] == ["gomp", "500"] for r in rows))
 
+    def test_a_failed_naive_workload_marks_its_cell(self):
+        run = parse("RESULT ordo A 50.0 49.0 52.0\n"
+                    "FAIL bench_ordo --kind naive --only B timed out after 900s\n")
+        self.assertEqual(run.workload_fails[("ordo", "B")], "--kind naive --only B timed out after 900s")
+
     def test_a_whole_program_failing_marks_no_cell(self):
         run = parse("RESULT ordo A 50.0 49.0 52.0\nFAIL bench_gomp exited with status 1\n")
         self.assertEqual(run.workload_fails, {})
@@ -355,6 +360,38 @@ GEMMREF dgemm-4t 200.0
         # the share uses the reference the K table uses: the one with the most threads
         self.assertEqual(rows["K (n 4096, tile 256): >= 85% of dgemm-4t"][1:],
                          ["45.0% of 200.0", "missed"])
+
+
+class BelowTheFloor(unittest.TestCase):
+    """ordo-naive (each op run inside its push) is ordo's own per-op path with no hand-off: a peer
+    faster than that is named as below it; one that beats ordo but not that floor is not."""
+
+    LINES = """
+RESULT ordo A 55.0 50.0 60.0
+RESULT ordo-naive A 46.0 45.0 47.0
+RESULT gomp A 41.0 40.0 43.0
+RESULT tbb-tg A 50.0 49.0 51.0
+RESULT ordo B 52.0 51.0 53.0
+RESULT ordo-naive B 49.0 48.0 50.0
+RESULT tbb-flow-prebuilt B 28.0 27.0 29.0
+RESULT ordo C 60.0 59.0 61.0
+RESULT gomp C 400.0 390.0 410.0
+"""
+
+    def setUp(self):
+        self.rows = {r[0]: r for r in compare.target_rows(parse(self.LINES))}
+
+    def test_peers_under_the_floor_are_named_as_such(self):
+        self.assertEqual(self.rows["A: ordo faster than every peer"][2],
+                         "missed: gomp 41.0, tbb-tg 50.0; gomp below ordo's own per-op path "
+                         "without a hand-off (ordo-naive 46.0)")
+        self.assertEqual(self.rows["B: ordo faster than every peer"][2],
+                         "missed: tbb-flow-prebuilt 28.0; tbb-flow-prebuilt below ordo's own "
+                         "per-op path without a hand-off (ordo-naive 49.0)")
+
+    def test_the_floor_is_not_a_peer_and_needs_no_run_of_its_own(self):
+        self.assertEqual(self.rows["C: ordo faster than every peer"][2], "met")
+        self.assertEqual(compare.peers_of(["ordo", "ordo-naive", "gomp"]), ["gomp"])
 
 
 if __name__ == "__main__":
