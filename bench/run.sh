@@ -194,8 +194,8 @@ run_one() { # run_one PATH
     bench_ordo)
       # ordo's default engine, then its ORDO_ENGINE_FLAG_PUSHERS_HELP mode (ordo-help), then its
       # naive engine on A, B and E (ordo-naive): each op runs inside its push, so that time is
-      # ordo's own per-op path with no hand-off between threads, the floor under any scheduling
-      # change (compare.py names the peers faster than it)
+      # all of ordo's work per op on one thread, with no hand-off between threads (compare.py
+      # names the peers faster than it)
       run_workloads "$name" "$prog"
       run_workloads "$name --pushers-help" "$prog" --pushers-help
       local all=$letters

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Checks the raw lines of the bench smoke run in tests/run_all.sh, read by bench/compare.py's own
 parser: every A-E workload has a result for ordo and ordo-help (each ran in a process of its
-own) and REP lines, A, B and E have one for ordo-naive (the floor the targets table compares
-with), F has efficiencies for ordo and ordo-help, and no program failed.
+own) and REP lines, A, B and E have one for ordo-naive (which the targets table compares
+the peers with), F has efficiencies for ordo and ordo-help, and no program failed.
 Usage: check_bench_results.py RAW_FILE"""
 
 import os
@@ -12,7 +12,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import compare  # noqa: E402
 
 SYSTEMS = ("ordo", "ordo-help")
-FLOOR_WORKLOADS = "ABE"
+NO_HANDOFF_WORKLOADS = "ABE"
 
 
 def problems_in(run):
@@ -20,8 +20,8 @@ def problems_in(run):
              if (s, w) not in run.results]
     found += [f"{w}: no REP lines for {s}" for w in compare.WORKLOADS for s in SYSTEMS
               if (s, w) in run.results and not run.reps.get((s, w))]
-    found += [f"{w}: no result for {compare.FLOOR}" for w in FLOOR_WORKLOADS
-              if (compare.FLOOR, w) not in run.results]
+    found += [f"{w}: no result for {compare.NO_HANDOFF}" for w in NO_HANDOFF_WORKLOADS
+              if (compare.NO_HANDOFF, w) not in run.results]
     found += [f"F: no efficiencies for {s}" for s in SYSTEMS if not run.eff.get(s)]
     found += [f"FAIL {program}: {reason}" for program, reason in run.fails]
     return found

@@ -362,9 +362,9 @@ GEMMREF dgemm-4t 200.0
                          ["45.0% of 200.0", "missed"])
 
 
-class BelowTheFloor(unittest.TestCase):
-    """ordo-naive (each op run inside its push) is ordo's own per-op path with no hand-off: a peer
-    faster than that is named as below it; one that beats ordo but not that floor is not."""
+class FasterThanNoHandoff(unittest.TestCase):
+    """ordo-naive (each op run inside its push) is all of ordo's work per op on one thread: a peer
+    faster than that is named as such; one that beats ordo but not ordo-naive is not."""
 
     LINES = """
 RESULT ordo A 55.0 50.0 60.0
@@ -381,15 +381,15 @@ RESULT gomp C 400.0 390.0 410.0
     def setUp(self):
         self.rows = {r[0]: r for r in compare.target_rows(parse(self.LINES))}
 
-    def test_peers_under_the_floor_are_named_as_such(self):
+    def test_peers_faster_than_ordo_naive_are_named_as_such(self):
         self.assertEqual(self.rows["A: ordo faster than every peer"][2],
-                         "missed: gomp 41.0, tbb-tg 50.0; gomp below ordo's own per-op path "
-                         "without a hand-off (ordo-naive 46.0)")
+                         "missed: gomp 41.0, tbb-tg 50.0; gomp faster than all of ordo's work "
+                         "per op on one thread (ordo-naive 46.0)")
         self.assertEqual(self.rows["B: ordo faster than every peer"][2],
-                         "missed: tbb-flow-prebuilt 28.0; tbb-flow-prebuilt below ordo's own "
-                         "per-op path without a hand-off (ordo-naive 49.0)")
+                         "missed: tbb-flow-prebuilt 28.0; tbb-flow-prebuilt faster than all of "
+                         "ordo's work per op on one thread (ordo-naive 49.0)")
 
-    def test_the_floor_is_not_a_peer_and_needs_no_run_of_its_own(self):
+    def test_ordo_naive_is_not_a_peer_and_needs_no_run_of_its_own(self):
         self.assertEqual(self.rows["C: ordo faster than every peer"][2], "met")
         self.assertEqual(compare.peers_of(["ordo", "ordo-naive", "gomp"]), ["gomp"])
 
