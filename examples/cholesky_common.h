@@ -266,10 +266,11 @@ static inline double chol_summarize_runs(const char* system, const chol_args* a,
   }
   double median = chol_median(wall, a->reps), best = wall[0];
   printf(
-      "%s: %.3f s, %.1f GFLOP/s (median of %d; best %.3f s, %.1f GFLOP/s); "
+      "%s: %.3f s, %.1f GFLOP/s (median of %d after %d warm-up%s; best %.3f s, %.1f GFLOP/s); "
       "%.2f cores busy, workers in kernels %.0f%% of the time\n",
-      system, median, chol_gflops(a->n, median), a->reps, best, chol_gflops(a->n, best),
-      chol_median(cores, a->reps), 100 * chol_median(in_kernels, a->reps));
+      system, median, chol_gflops(a->n, median), a->reps, a->warmup, a->warmup == 1 ? "" : "s",
+      best, chol_gflops(a->n, best), chol_median(cores, a->reps),
+      100 * chol_median(in_kernels, a->reps));
   fflush(stdout);
   free(wall);
   free(cores);
