@@ -528,9 +528,15 @@ bool Engine::run_on_pusher(OpBlock* op, PushLane* lane) {
 // ready count their completions on the pushing thread's lane and return their blocks to its
 // magazine, as a worker's do: pushers on two threads then share no counter and no pool shard
 // (on the engine's shared ones, two naive pushers on disjoint vars ran at 128 ns per op each
-// against 46 for one alone).
+// against 46 for one alone). Not as a helper from inside an op (helping never nests; the op is
+// queued behind the running one) nor on the shared lane (nullptr: a helper needs a lane of
+// its own).
 void Engine::run_naive_on_pusher(OpBlock* op, PushLane* lane) {
-  as_helper(lane, [&] { run_inline(op); });
+  if (lane && !on_an_op_stack()) {
+    as_helper(lane, [&] { run_inline(op); });
+  } else {
+    run_inline(op);
+  }
 }
 
 // Records why a push was refused (nothing was pushed or done) and returns `status`. The message
@@ -596,11 +602,11 @@ ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef
   }
   // Not kept by this worker even if it could: the pusher may be an op that waits for it.
   // The lane's position picks the ready ring: two pushing threads do not share one.
-  if (ready) {
-    if (!op->group && !shared && !on_an_op_stack()) {
-      run_naive_on_pusher(op, lane);
-    } else if (!lane->runs_ready_ops || !run_on_pusher(op, lane)) {
-      dispatch(op, nullptr, shared ? 0 : static_cast<size_t>(lane - lanes_.get()));
+  if (ready && !(lane->runs_ready_ops && run_on_pusher(op, lane))) {
+    if (WorkerGroup* g = op->group) {  // what dispatch() does with no worker to keep it
+      g->enqueue(op, shared ? 0 : static_cast<size_t>(lane - lanes_.get()));
+    } else {
+      run_naive_on_pusher(op, shared ? nullptr : lane);
     }
   }
   if (check_window) check_throttle(lane, shared);
