@@ -198,10 +198,7 @@ run_one() { # run_one PATH
       # names the peers faster than it)
       run_workloads "$name" "$prog"
       run_workloads "$name --pushers-help" "$prog" --pushers-help
-      local all=$letters
-      letters=$(tr -dc 'ABE' <<<"$all")
-      [ -n "$letters" ] && run_workloads "$name --kind naive" "$prog" --kind naive
-      letters=$all
+      letters=$(tr -dc 'ABE' <<<"$letters") run_workloads "$name --kind naive" "$prog" --kind naive
       ;;
     bench_*) run_workloads "$name" "$prog" ;;
     *)

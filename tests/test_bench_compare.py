@@ -143,7 +143,8 @@ FAIL bench_gomp --only C timed out after 900s
     def test_a_failed_naive_workload_marks_its_cell(self):
         run = parse("RESULT ordo A 50.0 49.0 52.0\n"
                     "FAIL bench_ordo --kind naive --only B timed out after 900s\n")
-        self.assertEqual(run.workload_fails[("ordo", "B")], "--kind naive --only B timed out after 900s")
+        self.assertEqual(run.workload_fails[("ordo", "B")],
+                         "--kind naive --only B timed out after 900s")
 
     def test_a_whole_program_failing_marks_no_cell(self):
         run = parse("RESULT ordo A 50.0 49.0 52.0\nFAIL bench_gomp exited with status 1\n")
