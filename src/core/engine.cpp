@@ -471,7 +471,7 @@ void Engine::wait_for_window(int64_t low) {
 // (see completion_site), so helping costs no shared atomic per op. What was completed is
 // announced at the end: this thread may not push again, and a waiter must not miss the last op.
 // Never nested: helping starts only from a push made outside any op (check_throttle,
-// run_on_pusher), and a helped op runs inside one.
+// run_on_pusher, run_inline_on_pusher), and a helped op runs inside one.
 template <class F>
 void Engine::as_helper(PushLane* lane, F&& run) {
   Helper helper{this, lane, 0};
@@ -524,14 +524,15 @@ bool Engine::run_on_pusher(OpBlock* op, PushLane* lane) {
   return true;
 }
 
-// The naive engine runs a ready op inside its push. Run as a helper, it and the ops it makes
-// ready count their completions on the pushing thread's lane and return their blocks to its
-// magazine, as a worker's do: pushers on two threads then share no counter and no pool shard
-// (on the engine's shared ones, two naive pushers on disjoint vars ran at 128 ns per op each
-// against 46 for one alone). Not as a helper from inside an op (helping never nests; the op is
-// queued behind the running one) nor on the shared lane (nullptr: a helper needs a lane of
-// its own).
-void Engine::run_naive_on_pusher(OpBlock* op, PushLane* lane) {
+// An op with no group (every op of the naive engine, an ORDO_PROP_ASYNC op, the internal ops
+// of deletes, clears and waits) runs inside its push. Run as a helper, it and the inline ops it
+// makes ready count their completions on the pushing thread's lane and return their blocks to
+// its magazine, as a worker's do: pushers on two threads then share no counter and no pool
+// shard (on the engine's shared ones, two naive pushers on disjoint vars ran at 128 ns per op
+// each against 46 for one alone). Not as a helper from inside an op (helping never nests; the
+// op is queued behind the running one) nor on the shared lane (nullptr: a helper needs a lane
+// of its own).
+void Engine::run_inline_on_pusher(OpBlock* op, PushLane* lane) {
   if (lane && !on_an_op_stack()) {
     as_helper(lane, [&] { run_inline(op); });
   } else {
@@ -606,7 +607,7 @@ ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef
     if (WorkerGroup* g = op->group) {  // what dispatch() does with no worker to keep it
       g->enqueue(op, shared ? 0 : static_cast<size_t>(lane - lanes_.get()));
     } else {
-      run_naive_on_pusher(op, shared ? nullptr : lane);
+      run_inline_on_pusher(op, shared ? nullptr : lane);
     }
   }
   if (check_window) check_throttle(lane, shared);

@@ -122,7 +122,7 @@ class Engine {
   void as_helper(PushLane* lane, F&& run);
   bool help_while_throttled(PushLane* lane, int64_t low);
   bool run_on_pusher(OpBlock* op, PushLane* lane);
-  void run_naive_on_pusher(OpBlock* op, PushLane* lane);
+  void run_inline_on_pusher(OpBlock* op, PushLane* lane);
   void check_throttle(PushLane* lane, bool shared);
   int64_t pending_now() const;
   ordo_status poll_var(ordo_var h);
