@@ -35,6 +35,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #if defined(_WIN32)
 #if defined(ORDO_BUILDING_LIBRARY)
@@ -337,6 +338,21 @@ ORDO_API ordo_status ordo_engine_stats(ordo_engine* e, ordo_stats* out);
  */
 ORDO_API ordo_status ordo_engine_write_trace(ordo_engine* e, const char* path);
 
+/**
+ * Writes, for a person hunting a hang (an ordo_complete never called, an op that never
+ * returns), what the engine still has pending: every op pushed and not finished, oldest first,
+ * with its name, its state (queued for its vars; ready, waiting for a worker; running;
+ * deferred, waiting for ordo_complete), how long it has been pending, and the vars it reads or
+ * mutates (up to 6); then every var that waits hang on (ordo_wait_for_var's marks, the waits
+ * that share them or wait behind them, waits for the var's delete). The internal ops of var
+ * deletes, clears and waits are listed too. A snapshot taken while the engine runs: ops that
+ * finish meanwhile may or may not be listed. The text is for reading, not parsing, and may
+ * change. Any thread, also from inside an op; the engine is not stopped (the scan costs time
+ * in proportion to every op and var the engine ever held). Errors: INVALID_ARGUMENT (engine or
+ * out NULL), INVALID_HANDLE (engine freed).
+ */
+ORDO_API ordo_status ordo_engine_dump(ordo_engine* e, FILE* out);
+
 /** Number of GPUs this library can use. Always 0 in this version, which has no CUDA backend
  *  yet; CUDA builds will report 0 on machines without a GPU or driver. */
 ORDO_API ordo_status ordo_device_count(int32_t* out);
@@ -548,7 +564,10 @@ ORDO_API ordo_status ordo_wait_for_var(ordo_engine* e, ordo_var v);
  *  are unaffected. A timeout of 0 is a poll: it looks at v and returns (OK, OP_FAILED or
  *  TIMEOUT), leaving nothing behind, allocating nothing and never sleeping. Any other timeout
  *  that expires leaves the abandoned wait on v, ordering nothing (as described above), until the
- *  ops before it finish. A timeout above 2^60 ns (about 36 years) means no timeout. */
+ *  ops before it finish. A timeout above 2^60 ns (about 36 years) means no timeout. A wait with a
+ *  timeout of 1 ms or more that times out names in its message up to 3 of the oldest of the
+ *  caller's ops still pending on v, with their state and for how long (see ordo_engine_dump);
+ *  shorter timeouts keep the message short, since finding those ops scans the engine. */
 ORDO_API ordo_status ordo_wait_for_var_timeout(ordo_engine* e, ordo_var v, uint64_t timeout_ns);
 
 /**
@@ -561,8 +580,11 @@ ORDO_API ordo_status ordo_wait_for_var_timeout(ordo_engine* e, ordo_var v, uint6
  */
 ORDO_API ordo_status ordo_wait_for_all(ordo_engine* e);
 /** As ordo_wait_for_all, giving up after timeout_ns with ORDO_ERR_TIMEOUT (the failure record
- *  is then kept for the next wait). A timeout of 0 is a poll that never sleeps. A timeout above
- *  2^60 ns means no timeout. */
+ *  is then kept for the next wait); with a timeout of 1 ms or more, the message then names up
+ *  to 3 of the oldest of the caller's ops still pending, with their state (queued for its vars,
+ *  ready, running, deferred and waiting for ordo_complete) and for how long (ordo_engine_dump
+ *  lists them all). A timeout of 0 is a poll that never sleeps. A timeout above 2^60 ns means
+ *  no timeout. */
 ORDO_API ordo_status ordo_wait_for_all_timeout(ordo_engine* e, uint64_t timeout_ns);
 
 #ifdef __cplusplus

@@ -248,6 +248,16 @@ ORDO_API ordo_status ordo_engine_stats(ordo_engine* e, ordo_stats* out) {
   });
 }
 
+ORDO_API ordo_status ordo_engine_dump(ordo_engine* e, FILE* out) {
+  return guarded(__func__, [&](const char* api) -> ordo_status {
+    Engine* engine;
+    if (ordo_status s = resolve_engine(e, &engine)) return s;
+    if (!out) return null_arg(api, "out");
+    engine->dump(out);
+    return ORDO_OK;
+  });
+}
+
 ORDO_API ordo_status ordo_engine_write_trace(ordo_engine* e, const char* path) {
   return guarded(__func__, [&](const char* api) -> ordo_status {
     Engine* engine;

@@ -14,6 +14,7 @@
 #include "core/handle_bits.h"
 #include "core/hot_tls.h"
 #include "core/last_error.h"
+#include "core/pending_report.h"
 #include "exec/asymmetric_fence.h"
 #include "exec/prefetch.h"
 #include "trace/trace_file.h"
@@ -37,10 +38,19 @@ struct Waiter : WaitJoiner {
 
 namespace {
 
-// Timeouts beyond this (about 31 years) mean "forever": adding them to the clock would overflow.
+// Timeouts beyond this (about 36.5 years) mean "forever": adding them to the clock would
+// overflow.
 constexpr uint64_t kForeverNs = uint64_t{1} << 60;
 const uint64_t* finite_or_null(const uint64_t* timeout_ns) {
   return (timeout_ns && *timeout_ns < kForeverNs) ? timeout_ns : nullptr;
+}
+
+// A timed wait that runs out names the oldest ops still pending (PendingReport), which scans
+// every op block the engine made: ~1-3 ms for 16,000 blocks. Shorter timeouts are polls in
+// spirit (callers loop on them), so their message stays short and cheap.
+constexpr uint64_t kReportTimeoutNs = 1000000;
+bool worth_a_report(const uint64_t* timeout_ns) {
+  return timeout_ns != nullptr && *timeout_ns >= kReportTimeoutNs;
 }
 
 // The worker this thread is (nullptr on other threads).
@@ -594,6 +604,7 @@ ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef
   const bool check_window = user_op && lane->throttle_check_due(throttle_check_every_);
   if (shared) shared_lane_lock_.unlock();
   fill(op, spec, group);
+  op->life().store(OpLife::pushed_now(), std::memory_order_release);  // for diagnostics
   bool ready = false;
   if (ordo_status s = enqueue_on_vars(op, refs, n, &ready)) {
     pool_.release(op, nullptr);  // through the pool's locked shards: the lane may be shared
@@ -885,6 +896,7 @@ void Engine::execute(OpBlock* op, Worker* self) {
 
 template <bool kTraced>
 void Engine::run_user_op(OpBlock* op, Worker* self) {
+  op->set_state(OpState::kRunning);
   LinkCursor links(op);
   for (uint32_t i = 0; i < op->num_links; ++i) {  // both of the var's lines, for finalize
     VarSlot* v = links.next().var();
@@ -917,6 +929,7 @@ ordo_status Engine::defer(OpBlock* op, ordo_completion* out) {
     return fail(ORDO_ERR_INVALID_STATE, "ordo_exec_defer: the op has already deferred");
   }
   op->deferred = true;
+  op->set_state(OpState::kDeferred);
   op->async_error = nullptr;
   op->finish_refs.store(2, std::memory_order_relaxed);
   op->completion_gen.store(op->gen | OpBlock::kArmed, std::memory_order_release);
@@ -1258,7 +1271,8 @@ ordo_status Engine::wait_for_all(const uint64_t* timeout_ns) {
                 "itself; push a follow-up op instead");
   }
   if (wait_idle(timeout_ns) != ORDO_OK) {
-    return fail(ORDO_ERR_TIMEOUT, "ordo_wait_for_all: timed out with ops still pending");
+    return fail(ORDO_ERR_TIMEOUT, "ordo_wait_for_all: timed out with ops still pending%s",
+                worth_a_report(timeout_ns) ? oldest_pending(nullptr).c_str() : "");
   }
   ErrorRecord* first;
   {
@@ -1286,8 +1300,11 @@ ordo_status Engine::with_var_locked(ordo_var h, F&& f) {
   return f(v);
 }
 
-static ordo_status timed_out_waiting() {
-  return fail(ORDO_ERR_TIMEOUT, "ordo_wait_for_var: timed out; ops on the var are still pending");
+// `detail`: the oldest ops still pending on the var (Engine::oldest_pending), or "" for a poll,
+// which must stay cheap.
+static ordo_status timed_out_waiting(const std::string& detail = std::string()) {
+  return fail(ORDO_ERR_TIMEOUT, "ordo_wait_for_var: timed out; ops on the var are still pending%s",
+              detail.c_str());
 }
 
 // ordo_wait_for_var_timeout(v, 0): looks at the var instead of queueing a wait mark on it, so a
@@ -1355,8 +1372,9 @@ bool leave_wait_list(VarSlot* slot, Waiter* w) {
 // deadline comes first says TIMEOUT. Returns `stale` (the var is gone, as the wait's handle check
 // has just said) once the delete has completed, never while an op pushed before the call still
 // runs.
-ordo_status wait_for_the_delete(VarSlot* slot, uint32_t deletes_seen, bool timed,
-                                WaitClock::time_point deadline, ordo_status stale) {
+ordo_status wait_for_the_delete(const Engine& engine, VarSlot* slot, uint32_t deletes_seen,
+                                bool timed, bool reported, WaitClock::time_point deadline,
+                                ordo_status stale) {
   auto* w = new Waiter();
   bool pending;
   {
@@ -1373,7 +1391,7 @@ ordo_status wait_for_the_delete(VarSlot* slot, uint32_t deletes_seen, bool timed
   }
   const bool woken = sleep_until_woken(w, timed, deadline);
   w->drop();
-  return woken ? stale : timed_out_waiting();
+  return woken ? stale : timed_out_waiting(reported ? engine.oldest_pending(slot) : std::string());
 }
 
 }  // namespace
@@ -1391,6 +1409,7 @@ ordo_status Engine::wait_for_var(ordo_var v, const uint64_t* timeout_ns) {
   timeout_ns = finite_or_null(timeout_ns);
   if (timeout_ns && *timeout_ns == 0) return poll_var(v);
   const bool timed = timeout_ns != nullptr;
+  const bool reported = worth_a_report(timeout_ns);
   const WaitClock::time_point deadline =
       timed ? WaitClock::now() + std::chrono::nanoseconds(*timeout_ns) : WaitClock::time_point{};
   VarSlot* first_slot = nullptr;  // set once the wait has begun on a live var
@@ -1398,7 +1417,7 @@ ordo_status Engine::wait_for_var(ordo_var v, const uint64_t* timeout_ns) {
   // A stale handle after the wait began: the var has been deleted since.
   auto finish = [&](ordo_status s) {
     if (s != ORDO_ERR_INVALID_HANDLE || !first_slot) return s;
-    return wait_for_the_delete(first_slot, deletes_seen, timed, deadline, s);
+    return wait_for_the_delete(*this, first_slot, deletes_seen, timed, reported, deadline, s);
   };
   for (bool again = false;; again = true) {
     if (again && timed && WaitClock::now() >= deadline) return finish(poll_var(v));
@@ -1430,13 +1449,25 @@ ordo_status Engine::wait_for_var(ordo_var v, const uint64_t* timeout_ns) {
     const bool retry = woken && w->retry;
     ordo_status s = ORDO_OK;
     if (!woken) {
-      s = timed_out_waiting();
+      s = timed_out_waiting(reported ? oldest_pending(slot) : std::string());
     } else if (!retry && w->code != 0) {
       s = fail(ORDO_ERR_OP_FAILED, "%s", w->text);
     }
     w->drop();
     if (!retry) return s;
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Diagnostics
+
+void Engine::dump(std::FILE* out) const {
+  PendingReport(pool_, vars_, life_clock_, tag_).write(out);
+  std::fflush(out);
+}
+
+std::string Engine::oldest_pending(const VarSlot* only) const {
+  return PendingReport(pool_, vars_, life_clock_, tag_).oldest(only, 3);
 }
 
 }  // namespace ordo

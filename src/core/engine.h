@@ -6,8 +6,10 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "core/engine_config.h"
 #include "core/op_pool.h"
@@ -103,6 +105,14 @@ class Engine {
   ordo_status wait_for_var(ordo_var v, const uint64_t* timeout_ns);
   ordo_status wait_for_all(const uint64_t* timeout_ns);
 
+  // --- diagnostics ---
+  // Writes every pending op (oldest first: state, how long, vars) and every var that waits hang
+  // on (ordo_engine_dump).
+  void dump(std::FILE* out) const;
+  // For a timed wait that ran out: names up to 3 of the caller's oldest pending ops (on `only`
+  // when given), as "; oldest: ..."; "" when none.
+  std::string oldest_pending(const VarSlot* only) const;
+
   // --- called by workers ---
   void enter_worker(Worker* w);
   void execute(OpBlock* op, Worker* self);
@@ -162,7 +172,8 @@ class Engine {
 
   const uint32_t tag_;
   const uint64_t uid_;
-  EngineConfig cfg_;  // set in the constructor; trace_path then points into tracer_
+  LifeClock life_clock_;  // converts the op blocks' push times (OpLife) for diagnostics
+  EngineConfig cfg_;      // set in the constructor; trace_path then points into tracer_
   const int64_t throttle_check_every_;  // pushes of one lane between two looks at the window
   bool started_ = false;                // start() succeeded: ordo_engine_create returned it
   std::unique_ptr<Tracer> tracer_;      // nullptr: tracing off

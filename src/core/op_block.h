@@ -1,5 +1,6 @@
 // OpBlock: everything the engine knows about one pushed op, pooled and reused (no heap
-// allocation per push). The public ordo_exec* handed to a callback is the OpBlock itself.
+// allocation per push). A callback's ordo_exec* is a token that names the running block
+// (core/exec_token.h), never the block's address.
 #pragma once
 
 #include <atomic>
@@ -7,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/op_life.h"
 #include "core/utf8.h"
 #include "ordo/ordo.h"
 
@@ -46,11 +48,12 @@ struct alignas(16) VarLink {
 };
 
 // A cache line of links with the op they belong to (set once, when the line is made): a link
-// finds its op without a pointer of its own.
+// finds its op without a pointer of its own. `life` is used on a block's first inline line only:
+// the op's OpLife word (core/op_life.h), on a line every push writes anyway.
 struct alignas(64) LinkLine {
   static constexpr uint32_t kLinks = 3;
   OpBlock* op;
-  uintptr_t unused;
+  std::atomic<uint64_t> life;
   VarLink link[kLinks];
 };
 static_assert(sizeof(LinkLine) == 64, "a LinkLine is one cache line");
@@ -116,6 +119,12 @@ struct alignas(64) OpBlock {
   // Points the inline link lines at this block (once, when the block is made).
   void bind_link_lines() {
     for (LinkLine& line : inline_lines) line.op = this;
+  }
+  // The op's OpLife word (core/op_life.h): its state and push time, read by diagnostics.
+  std::atomic<uint64_t>& life() { return inline_lines[0].life; }
+  void set_state(OpState s) {
+    std::atomic<uint64_t>& w = life();
+    w.store(OpLife::with_state(w.load(std::memory_order_relaxed), s), std::memory_order_release);
   }
   LinkLine* link_lines() { return num_links <= kInlineLinks ? inline_lines : overflow_lines; }
   // The i-th var link (i < num_links).

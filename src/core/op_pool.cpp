@@ -66,6 +66,7 @@ OpBlock* OpPool::acquire(OpCache* worker_cache) {
 }
 
 void OpPool::release(OpBlock* op, OpCache* worker_cache) {
+  op->set_state(OpState::kFree);  // before the block can be handed out again
   // A new generation makes the completion handle of this use stale. Only an op that deferred
   // was ever given one, and `gen` sits on the block's cold line: bumping it for every op cost a
   // cache miss per op (perf, workload E: 89% of release()'s samples, ~7% of the workers' time).
@@ -120,6 +121,12 @@ bool OpPool::grow_locked() {
     op.completion_gen.store(0, std::memory_order_relaxed);
     op.bind_link_lines();  // permanent: links find their op there
     op.overflow_lines = nullptr;
+    op.life().store(0, std::memory_order_relaxed);  // OpState::kFree
+    // No var yet: a diagnostic scan (core/pending_report.cpp) may read a link before the first
+    // push of the block has set it, and must find no var there rather than garbage.
+    for (LinkLine& line : op.inline_lines) {
+      for (VarLink& l : line.link) l.var_bits = 0;
+    }
     op.overflow_capacity = 0;
     // Chunks split into whole batches (kChunkSize is a multiple of kBatch).
     bool batch_head = j % kBatch == 0;

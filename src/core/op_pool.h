@@ -44,6 +44,15 @@ class OpPool {
   void release(OpBlock* op, OpCache* worker_cache);
   // The block with this index, or nullptr when no such block was ever made.
   OpBlock* find(uint32_t index) const;
+  // Calls f(block) for every block made so far, free or not (diagnostics: ordo_engine_dump).
+  template <class F>
+  void for_each_block(F&& f) const {
+    for (uint32_t c = 0; c < kMaxChunks; ++c) {
+      OpBlock* chunk = chunks_[c].load(std::memory_order_acquire);
+      if (!chunk) return;
+      for (uint32_t j = 0; j < kChunkSize; ++j) f(&chunk[j]);
+    }
+  }
 
  private:
   static constexpr uint32_t kChunkBits = 10;

@@ -149,6 +149,10 @@ struct alignas(64) VarSlot {
   WaitJoiner* joiners = nullptr;
   WaitJoiner* fired_joiners = nullptr;
 
+  // wait_mark while the wait that reserved the var (begin_wait) pushes its mark. Never a link:
+  // links are 16-byte aligned.
+  static VarLink* reserved_mark() { return reinterpret_cast<VarLink*>(uintptr_t{1}); }
+
   // Whether the handle generation `g` still names this var (caller holds push_lock).
   bool named_by(uint32_t g) const { return live && gen == g; }
   // How a wait (ordo_wait_for_var, not a poll) begins on this var; caller holds push_lock.
@@ -269,9 +273,6 @@ struct alignas(64) VarSlot {
 
  private:
   static VarLink* inbox(uint64_t w) { return reinterpret_cast<VarLink*>(w & kInboxMask); }
-  // wait_mark while the wait that reserved the var (begin_wait) pushes its mark. Never a link:
-  // links are 16-byte aligned.
-  static VarLink* reserved_mark() { return reinterpret_cast<VarLink*>(uintptr_t{1}); }
   // The word's bits of a split that counts the readers of epoch `older`, and back.
   static uint64_t split(uintptr_t older) { return kSplit | (older ? kSplitOld : 0); }
   static uintptr_t split_epoch(uint64_t w) { return (w & kSplitOld) ? VarLink::kEpochBit : 0; }

@@ -34,6 +34,15 @@ class VarTable {
     VarSlot* chunk = chunks_[index >> kChunkBits].load(std::memory_order_acquire);
     return chunk ? &chunk[index & (kChunkSize - 1)] : nullptr;
   }
+  // Calls f(slot) for every slot made so far, live or not (diagnostics: ordo_engine_dump).
+  template <class F>
+  void for_each_slot(F&& f) const {
+    for (uint32_t c = 0; c < kMaxChunks; ++c) {
+      VarSlot* chunk = chunks_[c].load(std::memory_order_acquire);
+      if (!chunk) return;
+      for (uint32_t j = 0; j < kChunkSize; ++j) f(&chunk[j]);
+    }
+  }
 
  private:
   std::unique_ptr<std::atomic<VarSlot*>[]> chunks_;
