@@ -1,7 +1,9 @@
 /*
  * Pusher threads (see stress_pusher.h). An op's shape is chosen outside the lock; the model
  * update and the ordo call happen together under it, so the model sees pushes, clears, deletes
- * and ordered waits in exactly the order the engine linearizes them.
+ * and ordered waits in exactly the order the engine linearizes them. Waiter threads run the
+ * rounds with the pushers, waiting on vars outside the lock (stress_waiter.h) until the last
+ * pusher of the round is done.
  */
 #include "stress_pusher.h"
 
