@@ -23,17 +23,23 @@ typedef struct wait_snapshot {
   unsigned long events;
 } wait_snapshot;
 
-static int pick_wait_slot(uint64_t* rng) {
+/* Timed waits: half on a var that an op deferred to a completer holds, half on a few hot vars
+ * (so that waits share vars). Untimed ones stay off the hot vars: waits that time out keep
+ * marks pending on them, and a wait that finds one pending also waits for every op pushed since
+ * (ordo.h), so an untimed wait there could chase the pushers to the round's end. */
+static int pick_wait_slot(uint64_t* rng, wait_kind kind) {
   int hint = completer_hint_slot();
-  if (hint >= 0 && hint < g_model.nslots && rng_below(rng, 2) == 0) return hint;
-  uint32_t hot =
-      (uint32_t)g_model.nslots < WAIT_HOT_VARS ? (uint32_t)g_model.nslots : WAIT_HOT_VARS;
-  return (int)rng_below(rng, hot);
+  if (hint >= 0 && hint < g_model.nslots && (kind == WAIT_UNTIMED || rng_below(rng, 2) == 0)) {
+    return hint;
+  }
+  uint32_t n = (uint32_t)g_model.nslots;
+  if (kind == WAIT_UNTIMED) return (int)rng_below(rng, n);
+  return (int)rng_below(rng, n < WAIT_HOT_VARS ? n : WAIT_HOT_VARS);
 }
 
-static void take_snapshot(uint64_t* rng, wait_snapshot* snap) {
+static void take_snapshot(uint64_t* rng, wait_kind kind, wait_snapshot* snap) {
   pthread_mutex_lock(&g_model.mu);
-  var_cell* c = g_model.slot[pick_wait_slot(rng)];
+  var_cell* c = g_model.slot[pick_wait_slot(rng, kind)];
   cell_retain(c); /* the cell outlives a delete of its var while we wait */
   snap->cell = c;
   snap->version = c->model_version;
@@ -42,9 +48,13 @@ static void take_snapshot(uint64_t* rng, wait_snapshot* snap) {
   pthread_mutex_unlock(&g_model.mu);
 }
 
-/* Mostly short (a few us, expiring while ops still run), up to 3 ms. */
+/* 3 in 8 under 1 us (the wait's mark is pushed, then abandoned at once), 3 in 8 of a few us
+ * (expiring about when a completer completes the op before it), the rest up to 3 ms. Short
+ * ones mostly: a wait on a busy var lasts its whole timeout, and more waits meet more races. */
 static uint64_t pick_timeout_ns(uint64_t* rng) {
-  if (rng_below(rng, 3) == 0) return 1000 + rng_below(rng, 50000);
+  uint32_t r = rng_below(rng, 8);
+  if (r < 3) return 1 + rng_below(rng, 1000);
+  if (r < 6) return 1000 + rng_below(rng, 50000);
   return 1000 + rng_below(rng, 3000000);
 }
 
@@ -98,7 +108,7 @@ void concurrent_wait(uint64_t* rng, wait_kind kind, wait_note* note) {
   static const char* const what[] = {"a poll (ordo_wait_for_var_timeout 0)",
                                      "ordo_wait_for_var_timeout", "ordo_wait_for_var"};
   wait_snapshot snap;
-  take_snapshot(rng, &snap);
+  take_snapshot(rng, kind, &snap);
   var_cell* c = snap.cell;
   uint64_t timeout_ns = kind == WAIT_TIMED ? pick_timeout_ns(rng) : 0;
   atomic_store(&note->timeout_ns, kind == WAIT_UNTIMED ? -1 : (long long)timeout_ns);

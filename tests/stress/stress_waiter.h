@@ -13,7 +13,7 @@
 
 typedef enum wait_kind {
   WAIT_POLL = 0,    /* ordo_wait_for_var_timeout(v, 0) */
-  WAIT_TIMED = 1,   /* ordo_wait_for_var_timeout(v, 1 us .. 3 ms) */
+  WAIT_TIMED = 1,   /* ordo_wait_for_var_timeout(v, 1 ns .. 3 ms) */
   WAIT_UNTIMED = 2, /* ordo_wait_for_var */
 } wait_kind;
 
