@@ -10,27 +10,27 @@
 #include "stress.h"
 
 static void usage(FILE* to) {
-  fprintf(
-      to,
-      "usage: ordo_stress [--ops N] [--pushers P] [--vars V] [--seed S] [--threads T]\n"
-      "                   [--completers C] [--waiters W] [--kind per_device|pooled|naive]\n"
-      "                   [--round R] [--watchdog SECONDS]\n"
-      "  --ops N         ops to push in all (default 10000000)\n"
-      "  --pushers P     pusher threads (default 4)\n"
-      "  --vars V        vars alive at any time (default 256)\n"
-      "  --seed S        seeds each thread's random choices; thread timing still varies "
-      "(default 1)\n"
-      "  --threads T     engine CPU workers (default 2)\n"
-      "  --completers C  threads completing deferred ops (default 2)\n"
-      "  --waiters W     threads waiting on vars (polls, timed, untimed) while pushers push "
-      "(default 2)\n"
-      "  --kind K        engine kind (default per_device)\n"
-      "  --round R       ops between full drains and checks (default: N/8 within 1000..100000,\n"
-      "                  so that every kind of round comes twice)\n"
-      "  --watchdog S    exit 3 with a state dump after S seconds without progress "
-      "(default 60)\n"
-      "Exit status: 0 all checks passed, 1 a mismatch or API error, 2 bad usage, "
-      "3 watchdog.\n");
+  fprintf(to,
+          "usage: ordo_stress [--ops N] [--pushers P] [--vars V] [--seed S] [--threads T]\n"
+          "                   [--completers C] [--waiters W] [--kind per_device|pooled|naive]\n"
+          "                   [--round R] [--watchdog SECONDS]\n"
+          "  --ops N         ops to push in all (default 10000000)\n"
+          "  --pushers P     pusher threads (default 4)\n"
+          "  --vars V        vars alive at any time (default 256)\n"
+          "  --seed S        seeds each thread's random choices; thread timing still varies "
+          "(default 1)\n"
+          "  --threads T     engine CPU workers (default 2)\n"
+          "  --completers C  threads completing deferred ops (default 2)\n"
+          "  --waiters W     threads waiting on vars (polls, timed, untimed) while pushers push "
+          "(default 2)\n"
+          "  --kind K        engine kind (default per_device)\n"
+          "  --round R       ops between full drains and checks (default N/8, within "
+          "1000..100000:\n"
+          "                  every kind of round comes twice)\n"
+          "  --watchdog S    exit 3 with a state dump after S seconds without progress "
+          "(default 60)\n"
+          "Exit status: 0 all checks passed, 1 a mismatch or API error, 2 bad usage, "
+          "3 watchdog.\n");
 }
 
 static int parse_u64(const char* s, uint64_t lo, uint64_t hi, uint64_t* out) {
