@@ -27,7 +27,7 @@ run() {
 }
 
 section "the step timeout wrapper: a deliberately hung step is named, its stacks dumped, killed"
-run 120 bash "$here/test_with_timeout.sh" "$build"
+run 300 bash "$here/test_with_timeout.sh" "$build"
 
 section "the public header as C99 and C++17"
 run 60 "$build/tests/header_c99"
