@@ -8,6 +8,10 @@
 #                 3 rounds on a machine whose speed drifts (bench/run.sh lists flags)
 #   make fuzz     run each libFuzzer harness for FUZZ_SECONDS (default 300)
 #   make stress   run the long stress checker (STRESS_OPS, default 10,000,000 ops)
+#   Oversubscribed (races show when a thread is preempted between two steps):
+#     make stress STRESS_PIN=1 STRESS_PROCS=3   3 stress processes at once, all on one CPU
+#     make fuzz FUZZ_PIN=1 FUZZ_PROCS=2         2 fuzzing processes per harness, on one CPU
+#   (STRESS_PROCS/FUZZ_PROCS alone run that many at once over every CPU.)
 #   make install PREFIX=dir    install library, header and ordo.pc under dir
 #   make clean
 BUILD   ?= build
@@ -17,6 +21,10 @@ JOBS    ?= 2
 export JOBS # the scripts below (sanitizers, valgrind, bench) build with as many jobs
 FUZZ_SECONDS ?= 300
 STRESS_OPS ?= 10000000
+STRESS_PIN ?= 0
+STRESS_PROCS ?= 1
+FUZZ_PIN ?= 0
+FUZZ_PROCS ?= 1
 
 .PHONY: all deps configure run quickstart test bench fuzz stress install clean
 
@@ -44,10 +52,11 @@ bench: all
 	bash bench/run.sh $(BUILD) $(BENCH_ARGS)
 
 fuzz: deps
-	bash fuzz/run.sh $(FUZZ_SECONDS)
+	FUZZ_PIN=$(FUZZ_PIN) FUZZ_PROCS=$(FUZZ_PROCS) bash fuzz/run.sh $(FUZZ_SECONDS)
 
 stress: all
-	$(BUILD)/tests/ordo_stress --ops $(STRESS_OPS)
+	STRESS_PIN=$(STRESS_PIN) STRESS_PROCS=$(STRESS_PROCS) \
+	  bash tests/run_stress.sh $(BUILD) --ops $(STRESS_OPS)
 
 install: configure
 	$(MESON) configure $(BUILD) -Dprefix=$(abspath $(PREFIX))

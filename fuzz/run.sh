@@ -8,6 +8,12 @@
 #
 #   fuzz/run.sh [SECONDS] [HARNESS...]      default: 300 s, all three harnesses
 #   ORDO_FUZZ_BUILD=dir                     build somewhere else than <repo>/build-fuzz
+#   FUZZ_PIN=1                              oversubscribed: the replays and every fuzzing
+#                                           process on one CPU (taskset), so that the engine's
+#                                           threads preempt one another between two steps;
+#                                           runs in build-fuzz/runs-pinned/
+#   FUZZ_PROCS=N                            N fuzzing processes at once per harness (default
+#                                           1), sharing its corpus; logs fuzz.1.log .. fuzz.N.log
 #
 # See fuzz/README.md for what each harness checks.
 set -euo pipefail
@@ -22,6 +28,22 @@ if [ ${#harnesses[@]} -eq 0 ]; then harnesses=(fuzz_var_queue fuzz_api fuzz_hand
 case $seconds in
   '' | *[!0-9]*) echo "fuzz/run.sh: SECONDS must be a whole number, got '$seconds'" >&2; exit 2 ;;
 esac
+pin=${FUZZ_PIN:-0}
+procs=${FUZZ_PROCS:-1}
+case $procs in
+  '' | 0 | *[!0-9]*)
+    echo "fuzz/run.sh: FUZZ_PROCS must be a positive number, got '$procs'" >&2
+    exit 2
+    ;;
+esac
+# what every harness process runs under: nothing, or taskset onto the first CPU we may use
+pinned=()
+runs_dir=runs
+if [ "$pin" = 1 ]; then
+  cpu=$(taskset -pc $$ | sed 's/.*: *//; s/[,-].*//')
+  pinned=(taskset -c "$cpu")
+  runs_dir=runs-pinned
+fi
 
 # clang 14 and its libFuzzer runtime, which Debian 12 ships apart (libclang-rt-14-dev), plus
 # llvm-symbolizer for readable stack traces. Installed only when missing.
@@ -91,7 +113,7 @@ replay() {
     echo 0
     return 0
   fi
-  if ! "$bin" "${files[@]}" >"$log" 2>&1; then
+  if ! "${pinned[@]}" "$bin" "${files[@]}" >"$log" 2>&1; then
     echo "FAILED"
     return 1
   fi
@@ -105,11 +127,14 @@ export ORDO_FUZZ_KNOWN_BUGS=$known
 
 failed=0
 summary=()
-echo "== fuzz: ${seconds} s per harness, build in ${build#"$root"/}"
+how="${seconds} s per harness"
+if [ "$procs" -gt 1 ]; then how="$how, $procs processes at once"; fi
+if [ "$pin" = 1 ]; then how="$how, all on CPU $cpu"; fi
+echo "== fuzz: $how, build in ${build#"$root"/}"
 if [ -n "$known" ]; then echo "   open findings not checked (fuzz/known_bugs.txt): $known"; fi
 for h in "${harnesses[@]}"; do
   bin="$build/fuzz/$h"
-  work="$build/runs/$h"
+  work="$build/$runs_dir/$h"
   rm -rf "$work"
   mkdir -p "$work/corpus" "$work/artifacts"
   cp "$root/fuzz/corpus/$h"/* "$work/corpus/" 2>/dev/null || true
@@ -125,14 +150,31 @@ for h in "${harnesses[@]}"; do
   dict=()
   if [ -f "$root/fuzz/$h.dict" ]; then dict=(-dict="$root/fuzz/$h.dict"); fi
   start_ns=$(date +%s%N)
-  set +e
-  (cd "$work" && "$bin" corpus -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix=artifacts/ "${dict[@]}" >fuzz.log 2>&1)
-  rc=$?
-  set -e
+  logs=(fuzz.log)
+  if [ "$procs" -gt 1 ]; then
+    logs=()
+    for ((i = 1; i <= procs; i++)); do logs+=("fuzz.$i.log"); done
+  fi
+  pids=()
+  for log in "${logs[@]}"; do
+    (cd "$work" && exec "${pinned[@]}" "$bin" corpus -max_total_time="$seconds" -timeout=30 \
+      -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=artifacts/ "${dict[@]}" \
+      >"$log" 2>&1) &
+    pids+=($!)
+  done
+  rc=0
+  failed_log=${logs[0]}
+  for i in "${!pids[@]}"; do
+    r=0
+    wait "${pids[$i]}" || r=$?
+    if [ $r -ne 0 ] && [ $rc -eq 0 ]; then rc=$r; failed_log=${logs[$i]}; fi
+  done
   elapsed_ms=$((($(date +%s%N) - start_ns) / 1000000 + 1))
-  execs=$(awk '/stat::number_of_executed_units/ {print $2}' "$work/fuzz.log")
-  execs=${execs:-0}
+  execs=0
+  for log in "${logs[@]}"; do
+    n=$(awk '/stat::number_of_executed_units/ {print $2}' "$work/$log")
+    execs=$((execs + ${n:-0}))
+  done
   rate=$((execs * 1000 / elapsed_ms))
   units=$(find "$work/corpus" -type f | wc -l)
   if [ $rc -eq 0 ]; then
@@ -140,8 +182,8 @@ for h in "${harnesses[@]}"; do
   else
     result="FAIL($rc)"
     failed=1
-    echo "!! $h failed (exit $rc); log: $work/fuzz.log"
-    grep -E "ORACLE FAILURE|ERROR: |SUMMARY|Test unit written" "$work/fuzz.log" | head -8 || true
+    echo "!! $h failed (exit $rc); log: $work/$failed_log"
+    grep -E "ORACLE FAILURE|ERROR: |SUMMARY|Test unit written" "$work/$failed_log" | head -8 || true
   fi
   summary+=("$(printf '%-16s %-10s %12s %10s %8s  %s regressions replayed' "$h" "$result" "$execs" "$rate" "$units" "$replayed")")
 done

@@ -1,77 +1,117 @@
 #!/usr/bin/env bash
 # Runs every test. The main Criterion suite runs last so that its "Synthesis" line closes the log.
+# Every step runs under tests/with_timeout.sh: a step that hangs fails CI at its limit (a few
+# times its usual time; WITH_TIMEOUT_SCALE=N stretches every limit on a slow machine) with the
+# step's name and the stacks of all its processes' threads, instead of holding the job.
 set -euo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
 
-echo "== the public header as C99 and C++17"
-"$build/tests/header_c99"
-"$build/tests/header_cxx17"
+step_name=""
+# section NAME: starts a step group; its commands fail under NAME.
+section() {
+  step_name=$1
+  echo "== $1"
+}
+# run SECONDS COMMAND...: one command of the current section, under its time limit, named after
+# the section and the program it runs (past env, its assignments, and bash or python3).
+run() {
+  local seconds=$1 prog a
+  shift
+  for a in "$@"; do
+    case $a in env | *=* | bash | python3) continue ;; esac
+    prog=$(basename "$a")
+    break
+  done
+  bash "$here/with_timeout.sh" "$step_name: ${prog:-$1}" "$seconds" "$@"
+}
 
-echo "== libordo.so is never unmapped by dlclose (its pthread key destructor must stay)"
-readelf -d "$build/src/libordo.so" | grep -q 'Flags:.*NODELETE' ||
+section "the step timeout wrapper: a deliberately hung step is named, its stacks dumped, killed"
+run 300 bash "$here/test_with_timeout.sh" "$build"
+
+section "the public header as C99 and C++17"
+run 60 "$build/tests/header_c99"
+run 60 "$build/tests/header_cxx17"
+
+section "libordo.so is never unmapped by dlclose (its pthread key destructor must stay)"
+# shellcheck disable=SC2016 # expanded by that bash
+run 60 bash -c 'readelf -d "$0" | grep -q "Flags:.*NODELETE"' "$build/src/libordo.so" ||
   { echo "libordo.so lacks DF_1_NODELETE (-z nodelete)" >&2; exit 1; }
 
-echo "== C++ exceptions thrown by callbacks and free_fns"
-"$build/tests/ordo_exceptions_test"
+section "C++ exceptions thrown by callbacks and free_fns"
+run 120 "$build/tests/ordo_exceptions_test"
 
-echo "== internal: an op block's completion generations never wrap"
-"$build/tests/ordo_op_generations_test"
-echo "== internal: an engine's reference count never wraps"
-"$build/tests/ordo_engine_refs_test"
-echo "== internal: a failed create writes no trace"
-"$build/tests/ordo_failed_create_trace_test"
+section "internal: an op block's completion generations never wrap"
+run 120 "$build/tests/ordo_op_generations_test"
+section "internal: an engine's reference count never wraps"
+run 120 "$build/tests/ordo_engine_refs_test"
+section "internal: a failed create writes no trace"
+run 120 "$build/tests/ordo_failed_create_trace_test"
 
-echo "== heap allocations on the hot path"
-"$build/tests/ordo_alloc_test"
+section "heap allocations on the hot path"
+run 300 "$build/tests/ordo_alloc_test"
 
-echo "== consumer built against the installed ordo.pc"
-bash "$here/install_consumer.sh" "$build"
+section "consumer built against the installed ordo.pc"
+run 600 bash "$here/install_consumer.sh" "$build"
 
-echo "== stress checker against a sequential model, short (make stress runs 10M ops)"
-"$build/tests/ordo_stress" --ops 500000
-echo "== the same, with throttled pushers running ready ops (ORDO_PUSHERS_HELP=1, a 64-op window)"
-ORDO_PUSHERS_HELP=1 ORDO_MAX_PENDING=64 "$build/tests/ordo_stress" --ops 300000
-echo "== the same on the naive engine: 4 pushers, each running its ops inside its pushes"
-"$build/tests/ordo_stress" --kind naive --pushers 4 --ops 200000
+section "stress checker against a sequential model, short (make stress runs 10M ops)"
+run 300 "$build/tests/ordo_stress" --ops 500000
+section "the same, with throttled pushers running ready ops (ORDO_PUSHERS_HELP=1, a 64-op window)"
+run 300 env ORDO_PUSHERS_HELP=1 ORDO_MAX_PENDING=64 "$build/tests/ordo_stress" --ops 300000
+section "the same on the naive engine: 4 pushers, each running its ops inside its pushes"
+run 300 "$build/tests/ordo_stress" --kind naive --pushers 4 --ops 200000
+section "the same oversubscribed (make stress STRESS_PIN=1 STRESS_PROCS=N): processes on one CPU"
+# Races show when a thread is preempted between two steps: every thread of 2-3 processes on one
+# CPU, each kind of engine; then 4 processes over all CPUs. About 20 s on 2 cores.
+run 300 env STRESS_PIN=1 STRESS_PROCS=3 bash "$here/run_stress.sh" "$build" --ops 1500000
+run 300 env STRESS_PIN=1 STRESS_PROCS=2 bash "$here/run_stress.sh" "$build" --ops 1000000 \
+  --kind pooled
+run 300 env STRESS_PIN=1 STRESS_PROCS=2 ORDO_PUSHERS_HELP=1 ORDO_MAX_PENDING=64 \
+  bash "$here/run_stress.sh" "$build" --ops 1000000
+run 300 env STRESS_PIN=1 STRESS_PROCS=2 bash "$here/run_stress.sh" "$build" --ops 1000000 \
+  --kind naive
+run 300 env STRESS_PROCS=4 bash "$here/run_stress.sh" "$build" --ops 600000
 
-echo "== the Cholesky demo, small, and its trace checked (make run runs N=4096)"
+section "the Cholesky demo, small, and its trace checked (make run runs N=4096)"
 demo_dir=$(mktemp -d)
-"$build/examples/cholesky" --n 512 --tile 64 --threads 2 --trace "$demo_dir/trace.json"
+run 300 "$build/examples/cholesky" --n 512 --tile 64 --threads 2 --trace "$demo_dir/trace.json"
 # 120 ops per factorization: the default warm-up's and the timed one's
-python3 "$here/check_trace.py" "$demo_dir/trace.json" events=240 worker_rows=2 \
+run 120 python3 "$here/check_trace.py" "$demo_dir/trace.json" events=240 worker_rows=2 \
   events_on_workers=240 'name:potrf(0)=2' 'name:gemm(7,6,5)=2'
-echo "== the demo with both trsm ways (--trsm solve: the textbook dtrsm), on ragged tiles"
+section "the demo with both trsm ways (--trsm solve: the textbook dtrsm), on ragged tiles"
 for trsm in solve inverse; do
-  "$build/examples/cholesky" --n 300 --tile 37 --threads 2 --trsm "$trsm" --trace ""
+  run 300 "$build/examples/cholesky" --n 300 --tile 37 --threads 2 --trsm "$trsm" --trace ""
 done
-echo "== the Cholesky kernels alone (bench/cholesky_kernels), small"
-"$build/bench/cholesky_kernels" --n 512 --tile 64 --calls 5
-echo "== the trace timeline picture (tools/trace_png.py), on that trace and on made-up ones"
-python3 "$here/test_trace_png.py" "$demo_dir/trace.json"
+section "the Cholesky kernels alone (bench/cholesky_kernels), small"
+run 300 "$build/bench/cholesky_kernels" --n 512 --tile 64 --calls 5
+section "the trace timeline picture (tools/trace_png.py), on that trace and on made-up ones"
+run 300 python3 "$here/test_trace_png.py" "$demo_dir/trace.json"
 rm -rf "$demo_dir"
 
-echo "== bench/compare.py: one run and several interleaved rounds"
-python3 "$here/test_bench_compare.py"
-echo "== bench smoke: ordo's side of the suite through bench/run.sh (make bench adds the peers)"
+section "bench/compare.py: one run and several interleaved rounds"
+run 300 python3 "$here/test_bench_compare.py"
+section "bench smoke: ordo's side of the suite through bench/run.sh (make bench adds the peers)"
 bench_dir=$(mktemp -d)
-BENCH_OUT=$bench_dir bash "$here/../bench/run.sh" "$build" --no-install --no-cholesky \
-  --systems ordo --ops 2000 --reps 1 >/dev/null 2>"$bench_dir/progress.txt" ||
+run 600 env BENCH_OUT="$bench_dir" bash "$here/../bench/run.sh" "$build" --no-install \
+  --no-cholesky --systems ordo --ops 2000 --reps 1 >/dev/null 2>"$bench_dir/progress.txt" ||
   { cat "$bench_dir/progress.txt" >&2; exit 1; }
-python3 "$here/check_bench_results.py" "$bench_dir/bench-results.txt"
+run 120 python3 "$here/check_bench_results.py" "$bench_dir/bench-results.txt"
 rm -rf "$bench_dir"
 
-echo "== the suite under ASan+UBSan (Criterion) and TSan (Criterion shim), in $build-asan, $build-tsan"
-bash "$here/run_sanitizers.sh" "$build"
+section "the suite under ASan+UBSan (Criterion) and TSan (Criterion shim), in $build-asan, $build-tsan"
+# builds two configurations from scratch on a fresh machine, then runs the suite in each
+run 2400 bash "$here/run_sanitizers.sh" "$build"
 
-echo "== the suite under valgrind memcheck (Criterion shim)"
-bash "$here/run_valgrind.sh" "$build"
+section "the suite under valgrind memcheck (Criterion shim)"
+run 1800 bash "$here/run_valgrind.sh" "$build"
 
-echo "== libFuzzer harnesses: saved regressions, then 20 s each (make fuzz runs longer)"
-bash "$here/../fuzz/run.sh" 20
+section "libFuzzer harnesses: saved regressions, then 20 s each (make fuzz runs longer)"
+# builds build-fuzz/ from scratch on a fresh machine
+run 1200 bash "$here/../fuzz/run.sh" 20
+section "the same oversubscribed (make fuzz FUZZ_PIN=1 FUZZ_PROCS=2): on one CPU, 6 s each"
+run 300 env FUZZ_PIN=1 FUZZ_PROCS=2 bash "$here/../fuzz/run.sh" 6
 
-echo "== Criterion suite"
-# Bounded: the Criterion runner itself once hung (no test process left) on an overloaded machine;
-# a hang must fail CI in minutes, not at its limit. The suite takes about 30 s.
-timeout --kill-after=10 900 "$build/tests/ordo_tests" --jobs=2 ||
-  { rc=$?; [ $rc -ge 124 ] && echo "run_all: the Criterion suite did not finish in 900 s" >&2; exit $rc; }
+section "Criterion suite"
+# The Criterion runner itself once hung (no test process left) on an overloaded machine; a hang
+# must fail CI in minutes, not at its limit. The suite takes about 30 s.
+run 900 "$build/tests/ordo_tests" --jobs=2

@@ -15,6 +15,9 @@
  * poisons what they mutate and what skipped ops mutate, and periodically clears errors (ordered
  * like a write). Every disagreement is counted in an atomic on whatever thread sees it, and the
  * test thread asserts at the end (never cr_assert on engine or pusher threads: ABI.md §6).
+ * Every op has a free_fn, which counts it as finished: after ordo_wait_for_all, each op pushed
+ * must have finished exactly once, and those that finished without running must be exactly the
+ * ones the model said are skipped.
  */
 #include <criterion/criterion.h>
 #include <ordo/ordo.h>
@@ -70,6 +73,7 @@ static ordo_engine* g_engine;
 static ordo_var g_vh[NV];
 static op_rec g_ops[TOTAL_OPS];
 static _Atomic uint32_t g_runs[TOTAL_OPS];
+static _Atomic uint32_t g_frees[TOTAL_OPS]; /* free_fn calls per op */
 
 static _Atomic uint32_t g_version[NV]; /* the "data": bumped by writers */
 static atomic_int g_writers_in[NV];
@@ -78,6 +82,8 @@ static atomic_int g_readers_in[NV];
 static atomic_ulong g_mismatch;   /* any model disagreement seen on any thread */
 static atomic_ulong g_api_errors; /* an ordo call failed where it must not */
 static atomic_ulong g_total_runs;
+static atomic_ulong g_total_frees;
+static atomic_ulong g_frees_unrun; /* free_fn calls of ops that had not run: skipped */
 
 static pthread_mutex_t g_push_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t g_seq;                                                  /* under g_push_mu */
@@ -242,6 +248,15 @@ static int32_t op_fn(ordo_exec* exec, void* user_data) {
   return op->code;
 }
 
+/* Runs once per pushed op, after it ran, failed or was skipped (SPEC §3). */
+static void op_free(void* user_data) {
+  const op_rec* op = (const op_rec*)user_data;
+  uint32_t prev = atomic_fetch_add(&g_frees[op->seq], 1);
+  if (prev != 0) mismatch(op, "free_fn called more than once", -1, (long)prev + 1, 1);
+  if (atomic_load(&g_runs[op->seq]) == 0) atomic_fetch_add(&g_frees_unrun, 1);
+  atomic_fetch_add(&g_total_frees, 1);
+}
+
 /* ---- pushing side (model updates under g_push_mu) ---- */
 
 static void clear_var_locked(int v) {
@@ -295,6 +310,7 @@ static void* pusher_main(void* argp) {
     else if ((g_prop_choice & 2) && pr < 14)
       opts.prop = ORDO_PROP_ASYNC;
     opts.name = "stress_op";
+    opts.free_fn = op_free;
 
     pthread_mutex_lock(&g_push_mu);
     if (g_seq >= TOTAL_OPS) {
@@ -373,6 +389,8 @@ static void* pusher_main(void* argp) {
       atomic_fetch_add(&g_api_errors, 1);
       diag("  op #%u: ordo_opr_push returned %s: %s\n", seq, ordo_status_string(st),
            ordo_last_error_message());
+    } else {
+      arg->pushed++; /* accepted: its free_fn must run */
     }
     /* periodic error clearing, ordered like a write at this point of the push order */
     /* (none near the end, so that vars end poisoned and the final check has teeth) */
@@ -386,14 +404,16 @@ static void* pusher_main(void* argp) {
       for (int k = 0; k < 6; k++) clear_var_locked((int)rng_below(&rng, NV));
     }
     pthread_mutex_unlock(&g_push_mu);
-    arg->pushed++;
   }
   return NULL;
 }
 
 static void reset_state(void) {
   memset(g_ops, 0, sizeof g_ops);
-  for (size_t i = 0; i < TOTAL_OPS; i++) atomic_init(&g_runs[i], 0);
+  for (size_t i = 0; i < TOTAL_OPS; i++) {
+    atomic_init(&g_runs[i], 0);
+    atomic_init(&g_frees[i], 0);
+  }
   for (int v = 0; v < NV; v++) {
     atomic_init(&g_version[v], 0);
     atomic_init(&g_writers_in[v], 0);
@@ -406,6 +426,8 @@ static void reset_state(void) {
   atomic_init(&g_mismatch, 0);
   atomic_init(&g_api_errors, 0);
   atomic_init(&g_total_runs, 0);
+  atomic_init(&g_total_frees, 0);
+  atomic_init(&g_frees_unrun, 0);
   g_seq = 0;
   g_pred_runs = g_pred_skips = g_pred_fails = g_clears = 0;
   g_diag[0] = 0;
@@ -456,8 +478,9 @@ static void run_stress(int32_t kind, int32_t cpu_threads, int32_t prop_choice, c
   pthread_mutex_unlock(&g_q_mu);
   pthread_join(completer, NULL);
 
-  /* every op: predicted-run ran exactly once, predicted-skip never */
-  unsigned long wrong_runs = 0;
+  /* every op: predicted-run ran exactly once, predicted-skip never; each freed exactly once
+     (wait_for_all returned: every op pushed before it has finished, free_fn included) */
+  unsigned long wrong_runs = 0, wrong_frees = 0;
   for (uint32_t i = 0; i < TOTAL_OPS; i++) {
     uint32_t n = atomic_load(&g_runs[i]);
     uint32_t want = g_ops[i].predicted_run ? 1u : 0u;
@@ -467,7 +490,14 @@ static void run_stress(int32_t kind, int32_t cpu_threads, int32_t prop_choice, c
       }
       wrong_runs++;
     }
+    uint32_t f = atomic_load(&g_frees[i]);
+    if (f != 1) {
+      if (wrong_frees < 5) diag("  op #%u: free_fn ran %u times, expected once\n", i, f);
+      wrong_frees++;
+    }
   }
+  unsigned long total_frees = atomic_load(&g_total_frees);
+  unsigned long frees_unrun = atomic_load(&g_frees_unrun);
 
   /* error state of every var */
   unsigned long wrong_err = 0, wrong_code = 0, wrong_wait = 0;
@@ -510,17 +540,27 @@ static void run_stress(int32_t kind, int32_t cpu_threads, int32_t prop_choice, c
 
   fprintf(stderr,
           "[stress %s] ops=%u pushed=%lu predicted: ran=%lu skipped=%lu failed=%lu "
-          "clears=%lu poisoned_at_end=%d | observed runs=%lu mismatches=%lu api_errors=%lu "
-          "wrong_runs=%lu wrong_err=%lu wrong_code=%lu wrong_wait=%lu wait_for_all=%s\n",
+          "clears=%lu poisoned_at_end=%d | observed runs=%lu freed=%lu (of which never ran "
+          "%lu) mismatches=%lu api_errors=%lu wrong_runs=%lu wrong_frees=%lu wrong_err=%lu "
+          "wrong_code=%lu wrong_wait=%lu wait_for_all=%s\n",
           label, (unsigned)TOTAL_OPS, pushed, g_pred_runs, g_pred_skips, g_pred_fails, g_clears,
-          poisoned_vars, total_runs, mism, apierr, wrong_runs, wrong_err, wrong_code, wrong_wait,
-          ordo_status_string(wst));
+          poisoned_vars, total_runs, total_frees, frees_unrun, mism, apierr, wrong_runs,
+          wrong_frees, wrong_err, wrong_code, wrong_wait, ordo_status_string(wst));
   if (g_diag_count) fprintf(stderr, "[stress %s] first diagnostics:\n%s", label, g_diag);
 
   st = ordo_engine_destroy(g_engine);
   g_engine = NULL;
 
-  cr_expect_eq(pushed, (unsigned long)TOTAL_OPS);
+  /* pushes accepted; then what the engine did with them, counted from its free_fn calls */
+  cr_expect_eq(pushed, (unsigned long)TOTAL_OPS, "%lu pushes accepted of %u", pushed,
+               (unsigned)TOTAL_OPS);
+  cr_expect_eq(total_frees, (unsigned long)TOTAL_OPS, "%lu ops finished (free_fn) of %u pushed",
+               total_frees, (unsigned)TOTAL_OPS);
+  cr_expect_eq(wrong_frees, 0, "%lu ops freed a wrong number of times", wrong_frees);
+  cr_expect_eq(frees_unrun, g_pred_skips, "%lu ops finished without running, model skipped %lu",
+               frees_unrun, g_pred_skips);
+  cr_expect_eq(total_runs + frees_unrun, (unsigned long)TOTAL_OPS,
+               "%lu ran + %lu skipped != %u pushed", total_runs, frees_unrun, (unsigned)TOTAL_OPS);
   cr_expect_eq(apierr, 0, "%lu ordo calls failed unexpectedly", apierr);
   cr_expect_eq(mism, 0, "%lu model mismatches while ops ran", mism);
   cr_expect_eq(wrong_runs, 0, "%lu ops ran a wrong number of times", wrong_runs);

@@ -17,6 +17,10 @@ pkg-config --exists openblas 2>/dev/null || need+=(libopenblas-dev)
 [ -f /usr/include/lapacke.h ] || need+=(liblapacke-dev)
 
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+# tests/with_timeout.sh, the step wrapper of tests/run_all.sh: gdb dumps a hung step's stacks,
+# ps (procps, absent from minimal Debian images) finds its processes.
+command -v gdb >/dev/null 2>&1 || need+=(gdb)
+command -v ps >/dev/null 2>&1 || need+=(procps)
 
 tools=$(cd "$(dirname "$0")" && pwd)
 apt_install() { bash "$tools/apt-install.sh" install-deps "$@"; }

@@ -15,7 +15,17 @@
  * that when it runs; its free_fn checks that it ran exactly when predicted. The run goes in
  * rounds; between rounds main drains the engine and checks every var's error state, wait
  * status and version, the ordo_wait_for_all status, and the counts. Every fourth round pushes
- * only readers, with pairs of readers that must meet inside their callbacks (SPEC §2.2).
+ * only readers, with pairs of readers that must meet inside their callbacks (SPEC §2.2); by
+ * default a run has at least eight rounds, so every kind of round comes.
+ *
+ * Waiter threads (and pushers now and then) also wait on vars outside the lock while the
+ * pushers push: polls, timed waits of a nanosecond to 3 ms that often expire while a
+ * deferred op holds the var, and untimed waits, several threads on one var at once. Their
+ * results are checked against the model where it can tell (stress_waiter.h).
+ *
+ * At the end the coverage check fails the run if anything it claims to exercise (each kind of
+ * round, rendezvous pairs, expired timed waits, completions from completer threads, ...) never
+ * happened.
  *
  * Exit status: 0 when every check passed, 1 on any mismatch or unexpected ordo status, 2 on
  * bad usage, 3 when the watchdog saw no progress.
@@ -33,6 +43,8 @@ typedef enum main_state { MS_SETUP, MS_ROUND, MS_WAIT_ALL, MS_CHECKING, MS_SHUTD
 
 static atomic_int g_main_state;
 static atomic_ulong g_round;
+/* rounds run, per round_kind */
+static unsigned long g_rounds_of_kind[3];
 /* ordo_wait_for_all results predicted at round ends: {ORDO_OK, ORDO_ERR_OP_FAILED} */
 static unsigned long g_wait_all_predicted[2];
 
@@ -49,6 +61,12 @@ static void dump_state(void) {
           atomic_load(&g_count.completed_by_completer), atomic_load(&g_count.completed_inline),
           completer_queue_depth());
   fprintf(stderr, "  rendezvous: %d (-1 idle, else readers arrived)\n", rendezvous_state());
+  fprintf(stderr,
+          "  waits outside the lock: %lu timed (%lu expired), %lu polls, %lu untimed, %lu on a "
+          "var another thread waited on\n",
+          atomic_load(&g_count.waits_timed), atomic_load(&g_count.waits_expired),
+          atomic_load(&g_count.waits_polled), atomic_load(&g_count.waits_untimed),
+          atomic_load(&g_count.waits_shared));
   fprintf(stderr, "  mismatches so far %lu, api errors %lu\n", atomic_load(&g_count.mismatches),
           atomic_load(&g_count.api_errors));
   pushers_dump(stderr);
@@ -163,6 +181,7 @@ static void check_round(uint64_t round, int last, uint64_t* rng) {
   atomic_store(&g_main_state, MS_CHECKING);
   check_counts();
   model_check_quiescent();
+  model_check_idle_polls();
   if (!last) prepare_round(kind_of_round(round + 1), rng);
   pthread_mutex_unlock(&g_model.mu);
 }
@@ -186,6 +205,8 @@ static void run_rounds(const stress_options* o, uint64_t* rng) {
     uint64_t end = done + o->round_ops < o->ops ? done + o->round_ops : o->ops;
     g_plan.end = end;
     g_plan.kind = kind_of_round(r);
+    g_plan.rendezvous_due = g_plan.kind == ROUND_READERS;
+    g_rounds_of_kind[g_plan.kind]++;
     atomic_store(&g_round, r);
     atomic_store(&g_main_state, MS_ROUND);
     pushers_run_round();
@@ -195,26 +216,48 @@ static void run_rounds(const stress_options* o, uint64_t* rng) {
   }
 }
 
-/* The run must have exercised what it claims to check. */
+/* One thing the run claims to exercise, and how often it happened. */
+typedef struct claim {
+  const char* what;
+  unsigned long n;
+  int claimed; /* 0: this configuration cannot do it (said in the summary instead) */
+} claim;
+
+/* The run must have exercised what it claims to check: a claim with no occurrence fails it. */
 static unsigned long coverage_gaps(const stress_options* o, const pusher_totals* t) {
   if (o->ops < 100000) return 0; /* too short to promise anything */
-  unsigned long gaps = 0;
-  struct {
-    const char* what;
-    unsigned long n;
-  } need[] = {
-      {"failed ops", g_model.pred_fails},
-      {"skipped ops", g_model.pred_skips},
-      {"deferred ops", atomic_load(&g_count.deferred)},
-      {"clears", g_model.clears},
-      {"deletes", g_model.deletes},
-      {"ordered waits", g_model.var_waits},
-      {"dead-handle probes", t->dead_probes},
-      {"ordo_wait_for_all predicted ORDO_OK", g_wait_all_predicted[0]},
-      {"ordo_wait_for_all predicted ORDO_ERR_OP_FAILED", g_wait_all_predicted[1]},
+  int waiters = o->waiters > 0;  /* polls, untimed waits, ...: pushers only do timed ones */
+  const claim need[] = {
+      {"failed ops", g_model.pred_fails, 1},
+      {"skipped ops", g_model.pred_skips, 1},
+      {"deferred ops", atomic_load(&g_count.deferred), 1},
+      {"deferred ops completed by completer threads", atomic_load(&g_count.completed_by_completer),
+       1},
+      {"deferred ops completed inside their callback", atomic_load(&g_count.completed_inline), 1},
+      {"clears", g_model.clears, 1},
+      {"deletes", g_model.deletes, 1},
+      {"ordered waits", g_model.var_waits, 1},
+      {"dead-handle probes", t->dead_probes, 1},
+      {"ordo_wait_for_all predicted ORDO_OK", g_wait_all_predicted[0], 1},
+      {"ordo_wait_for_all predicted ORDO_ERR_OP_FAILED", g_wait_all_predicted[1], 1},
+      {"mixed rounds", g_rounds_of_kind[ROUND_MIXED], 1},
+      {"clean rounds", g_rounds_of_kind[ROUND_CLEAN], 1},
+      {"readers-only rounds", g_rounds_of_kind[ROUND_READERS], 1},
+      {"readers overlapping", atomic_load(&g_count.reader_overlaps), 1},
+      {"rendezvous pairs met", atomic_load(&g_count.rendezvous_met) / 2, g_plan.rendezvous_ok},
+      {"timed waits that expired", atomic_load(&g_count.waits_expired), 1},
+      {"timed waits that expired while a deferred op held the var",
+       atomic_load(&g_count.waits_expired_on_deferred), 1},
+      {"waits that returned once a completer completed the op holding the var",
+       atomic_load(&g_count.waits_done_on_deferred), waiters},
+      {"waits checked exactly against the model", atomic_load(&g_count.waits_exact), waiters},
+      {"polls (timed waits of 0 ns)", atomic_load(&g_count.waits_polled), waiters},
+      {"untimed waits outside the lock", atomic_load(&g_count.waits_untimed), waiters},
+      {"waits on a var another thread was waiting on", atomic_load(&g_count.waits_shared), waiters},
   };
+  unsigned long gaps = 0;
   for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
-    if (need[i].n == 0) {
+    if (need[i].claimed && need[i].n == 0) {
       fprintf(stderr, "ordo_stress: COVERAGE: no %s in %llu ops\n", need[i].what,
               (unsigned long long)o->ops);
       gaps++;
@@ -224,9 +267,11 @@ static unsigned long coverage_gaps(const stress_options* o, const pusher_totals*
 }
 
 static void print_summary(const stress_options* o, const pusher_totals* t, double secs) {
-  printf("ordo_stress: kind=%s threads=%d pushers=%d vars=%d completers=%d seed=%llu\n",
-         stress_kind_name(o->kind), o->threads, o->pushers, o->vars, o->completers,
-         (unsigned long long)o->seed);
+  printf(
+      "ordo_stress: kind=%s threads=%d pushers=%d vars=%d completers=%d waiters=%d "
+      "round=%llu seed=%llu\n",
+      stress_kind_name(o->kind), o->threads, o->pushers, o->vars, o->completers, o->waiters,
+      (unsigned long long)o->round_ops, (unsigned long long)o->seed);
   unsigned long pushed = (unsigned long)g_model.next_seq; /* pushers' and main's */
   printf("  ops:         %lu pushed in %.2f s = %.0f ops/s (%lu rounds)\n", pushed, secs,
          (double)pushed / secs, atomic_load(&g_round) + 1);
@@ -245,9 +290,28 @@ static void print_summary(const stress_options* o, const pusher_totals* t, doubl
          g_wait_all_predicted[0], g_wait_all_predicted[1]);
   printf("  vars:        %lu clears, %lu deletes, %lu ordered waits, %lu dead-handle probes\n",
          g_model.clears, g_model.deletes, g_model.var_waits, t->dead_probes);
-  printf("  readers:     %lu overlaps seen (max %d at once), %lu rendezvous pairs met\n",
-         atomic_load(&g_count.reader_overlaps), atomic_load(&g_count.max_readers_seen),
-         atomic_load(&g_count.rendezvous_met) / 2);
+  printf("  rounds:      %lu mixed, %lu clean, %lu readers-only\n", g_rounds_of_kind[ROUND_MIXED],
+         g_rounds_of_kind[ROUND_CLEAN], g_rounds_of_kind[ROUND_READERS]);
+  printf("  readers:     %lu overlaps seen (max %d at once), ",
+         atomic_load(&g_count.reader_overlaps), atomic_load(&g_count.max_readers_seen));
+  if (g_plan.rendezvous_ok) {
+    printf("%lu rendezvous pairs met\n", atomic_load(&g_count.rendezvous_met) / 2);
+  } else {
+    printf("no rendezvous pairs (readers cannot meet: naive, pushers help, or 1 worker)\n");
+  }
+  printf(
+      "  waits:       %lu timed: %lu expired (%lu while a deferred op held the var); %lu polls: "
+      "%lu timed out; %lu untimed (%d waiter threads)\n",
+      atomic_load(&g_count.waits_timed), atomic_load(&g_count.waits_expired),
+      atomic_load(&g_count.waits_expired_on_deferred), atomic_load(&g_count.waits_polled),
+      atomic_load(&g_count.waits_poll_timeouts), atomic_load(&g_count.waits_untimed), o->waiters);
+  printf(
+      "               %lu began beside another wait on the var, %lu returned once a completer "
+      "completed the op holding it; checked: %lu exactly, %lu for a lower bound, %lu found the "
+      "var deleted\n",
+      atomic_load(&g_count.waits_shared), atomic_load(&g_count.waits_done_on_deferred),
+      atomic_load(&g_count.waits_exact), atomic_load(&g_count.waits_bounded),
+      atomic_load(&g_count.waits_on_deleted));
 }
 
 static void shut_down(void) {
@@ -281,7 +345,7 @@ int main(int argc, char** argv) {
   if (!g_engine || model_init(o.vars) != 0) return 1;
   g_plan.rendezvous_ok = readers_can_meet(&o);
   if (completers_start(o.completers, o.seed) || watchdog_start(o.watchdog_s, dump_state) ||
-      pushers_start(o.pushers, o.seed)) {
+      pushers_start(o.pushers, o.waiters, o.seed)) {
     fprintf(stderr, "ordo_stress: cannot start threads\n");
     return 1;
   }

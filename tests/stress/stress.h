@@ -26,6 +26,7 @@ typedef struct stress_options {
   int vars;
   int threads; /* engine CPU workers */
   int completers;
+  int waiters;  /* threads that wait on vars outside the model lock, timed and not */
   int32_t kind; /* ORDO_ENGINE_* */
   int watchdog_s;
 } stress_options;
@@ -45,9 +46,14 @@ typedef struct var_cell {
   atomic_int writers_in;         /* writers inside their callback right now */
   atomic_int readers_in;         /* readers inside their callback right now */
   atomic_int refs;               /* the slot's (until deleted) + one per pushed op */
-  char pad[48];
+  atomic_int deferred_in;        /* ops on this var deferred and not yet completed by a completer */
+  atomic_int waiters_in;         /* threads inside a wait on this var right now */
+  char pad[40];
   /* model side, only under the push lock */
   ordo_var handle;
+  int slot;               /* the slot it lives (or lived) in; set before any op can see it */
+  int deleted;            /* ordo_var_delete was called on it */
+  unsigned long events;   /* pushed writes (run or skipped) and clears: what changes its state */
   uint32_t model_version; /* writes by ops predicted to run, pushed so far */
   int poisoned;           /* predicted error state */
   int32_t code;           /* predicted error code, meaningful when code_known */
@@ -94,6 +100,19 @@ typedef struct stress_counters {
   atomic_int max_readers_seen;
   atomic_ulong rendezvous_met;
   atomic_ulong rendezvous_timeouts;
+  /* waits outside the model lock (stress_waiter.c), several threads on one var at once */
+  _Alignas(64) atomic_ulong waits_polled; /* timeout 0 */
+  atomic_ulong waits_poll_timeouts;       /* ... that said ORDO_ERR_TIMEOUT */
+  atomic_ulong waits_timed;               /* timeout > 0 */
+  atomic_ulong waits_expired;             /* ... that said ORDO_ERR_TIMEOUT */
+  atomic_ulong waits_expired_on_deferred; /* ... while a deferred op held the var */
+  atomic_ulong waits_untimed;             /* ordo_wait_for_var */
+  atomic_ulong waits_done_on_deferred;    /* returned after a completer completed an op
+                                             that held the var when the wait began */
+  atomic_ulong waits_shared;              /* began while another thread waited on the var */
+  atomic_ulong waits_exact;               /* result checked exactly against the model */
+  atomic_ulong waits_bounded;             /* only a lower bound on the version checkable */
+  atomic_ulong waits_on_deleted;          /* ORDO_ERR_INVALID_HANDLE: deleted meanwhile */
 } stress_counters;
 
 extern stress_counters g_count;
@@ -131,6 +150,8 @@ int rendezvous_state(void);
 int completers_start(int n, uint64_t seed);
 void completers_stop(void);
 void completer_enqueue(op_rec* op);
+/* A slot that an op waiting for a completer touches, for waiters to aim at; -1 before any. */
+int completer_hint_slot(void);
 unsigned long completer_queue_depth(void);
 
 /* ---- watchdog (stress_watchdog.c) ---- */

@@ -19,11 +19,17 @@ static op_rec* g_q_tail;
 static unsigned long g_q_depth;
 static int g_q_stop;
 
+static atomic_int g_hint_slot = -1;
+
 static pthread_t g_threads[MAX_COMPLETERS];
 static uint64_t g_seeds[MAX_COMPLETERS];
 static int g_nthreads;
 
 void completer_enqueue(op_rec* op) {
+  /* the op holds its vars until a completer completes it: waits on them must outlast that */
+  for (int i = 0; i < op->n; i++) atomic_fetch_add(&op->cell[i]->deferred_in, 1);
+  if (op->n)
+    atomic_store_explicit(&g_hint_slot, op->cell[op->seq % op->n]->slot, memory_order_relaxed);
   op->next_in_queue = NULL;
   pthread_mutex_lock(&g_q_mu);
   if (g_q_tail) {
@@ -35,6 +41,10 @@ void completer_enqueue(op_rec* op) {
   g_q_depth++;
   pthread_cond_signal(&g_q_cv);
   pthread_mutex_unlock(&g_q_mu);
+}
+
+int completer_hint_slot(void) {
+  return atomic_load_explicit(&g_hint_slot, memory_order_relaxed);
 }
 
 unsigned long completer_queue_depth(void) {
@@ -75,6 +85,7 @@ static void complete_one(op_rec* op, uint64_t* rng) {
   int32_t code = op->code;
   op->next_in_queue = NULL;
   op_leave_vars(op); /* the writes are done before the engine can start the next op */
+  for (int i = 0; i < op->n; i++) atomic_fetch_sub(&op->cell[i]->deferred_in, 1);
   /* counted before the call: a waiter may wake, and check the counts, as soon as it runs */
   if (code) atomic_fetch_add_explicit(&g_count.failed_runs, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&g_count.completed_by_completer, 1, memory_order_relaxed);

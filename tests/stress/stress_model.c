@@ -24,6 +24,8 @@ var_cell* cell_new(void) {
   atomic_init(&c->writers_in, 0);
   atomic_init(&c->readers_in, 0);
   atomic_init(&c->refs, 1);
+  atomic_init(&c->deferred_in, 0);
+  atomic_init(&c->waiters_in, 0);
   c->code_known = 1;
   ordo_status st = ordo_var_new(g_engine, &c->handle);
   if (!stress_expect_status(st, ORDO_OK, "ordo_var_new")) {
@@ -55,6 +57,7 @@ int model_init(int nslots) {
   for (int s = 0; s < nslots; s++) {
     g_model.slot[s] = cell_new();
     if (!g_model.slot[s]) return -1;
+    g_model.slot[s]->slot = s;
   }
   return 0;
 }
@@ -147,6 +150,7 @@ void model_commit_op(const op_rec* op) {
     }
     for (int i = 0; i < op->n; i++) {
       if (!op->is_mut[i]) continue;
+      op->cell[i]->events++;
       op->cell[i]->model_version++;
       if (op->code) poison(op->cell[i], op->code, 1);
     }
@@ -155,7 +159,9 @@ void model_commit_op(const op_rec* op) {
     g_model.pred_skips++;
     g_model.failures_since_wait_all++;
     for (int i = 0; i < op->n; i++) {
-      if (op->is_mut[i]) poison(op->cell[i], inh_code, inh_known);
+      if (!op->is_mut[i]) continue;
+      op->cell[i]->events++;
+      poison(op->cell[i], inh_code, inh_known);
     }
   }
 }
@@ -174,6 +180,7 @@ void model_clear(int slot) {
   c->poisoned = 0;
   c->code = 0;
   c->code_known = 1;
+  c->events++;
   g_model.clears++;
 }
 
@@ -191,11 +198,13 @@ void model_replace(int slot) {
   ordo_status st = ordo_var_delete(g_engine, old->handle);
   if (!stress_expect_status(st, ORDO_OK, "ordo_var_delete")) return;
   expect_dead_at_once(old->handle);
+  old->deleted = 1;
   var_cell* fresh = cell_new();
   if (!fresh) {
     fprintf(stderr, "ordo_stress: cannot create a var to replace a deleted one\n");
     exit(1);
   }
+  fresh->slot = slot;
   if (fresh->handle == old->handle) {
     stress_api_error("ordo_var_new returned the handle 0x%llx just deleted",
                      (unsigned long long)old->handle);
@@ -239,8 +248,10 @@ static void check_settled_cell(const var_cell* c, const char* where) {
   stress_count_checks(4);
 }
 
-static void wait_and_check(const var_cell* c, const char* where) {
+static void wait_and_check(var_cell* c, const char* where) {
+  atomic_fetch_add(&c->waiters_in, 1); /* concurrent waiters see they share the var with this */
   ordo_status st = ordo_wait_for_var(g_engine, c->handle);
+  atomic_fetch_sub(&c->waiters_in, 1);
   ordo_status want = c->poisoned ? ORDO_ERR_OP_FAILED : ORDO_OK;
   stress_count_checks(1);
   if (st != want) {
@@ -259,6 +270,33 @@ void model_ordered_wait(int slot) {
 
 int model_check_quiescent(void) {
   for (int s = 0; s < g_model.nslots; s++) wait_and_check(g_model.slot[s], "round end");
+  return g_model.nslots;
+}
+
+/* Long enough that only a lost wake-up makes it time out on an idle var, even on a loaded
+ * machine (after the first such time-out the others are skipped, so a bug costs one period). */
+static const uint64_t IDLE_WAIT_NS = 2ull * 1000 * 1000 * 1000;
+
+/* Once the engine is idle (every abandoned timed wait's ops long finished), a poll and a timed
+ * wait on each var must see its settled state at once, never time out. */
+int model_check_idle_polls(void) {
+  static int timed_broken;
+  for (int s = 0; s < g_model.nslots; s++) {
+    const var_cell* c = g_model.slot[s];
+    ordo_status want = c->poisoned ? ORDO_ERR_OP_FAILED : ORDO_OK;
+    ordo_status poll = ordo_wait_for_var_timeout(g_engine, c->handle, 0);
+    ordo_status timed =
+        timed_broken ? want : ordo_wait_for_var_timeout(g_engine, c->handle, IDLE_WAIT_NS);
+    stress_count_checks(timed_broken ? 1 : 2);
+    if (timed == ORDO_ERR_TIMEOUT) timed_broken = 1;
+    if (poll != want || timed != want) {
+      stress_mismatch(
+          "round end: var 0x%llx is idle, yet a poll returned %s and a timed wait "
+          "%s; model says %s",
+          (unsigned long long)c->handle, ordo_status_string(poll), ordo_status_string(timed),
+          ordo_status_string(want));
+    }
+  }
   return g_model.nslots;
 }
 

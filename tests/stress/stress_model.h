@@ -61,5 +61,7 @@ int model_clean_slot(uint64_t* rng);
 /* Checks every slot once the engine is idle: error state, wait status, version, occupancy.
  * Returns the number of slots checked. */
 int model_check_quiescent(void);
+/* Then a poll and a timed wait on every slot: the same state, at once. Returns the slots. */
+int model_check_idle_polls(void);
 
 #endif /* ORDO_TESTS_STRESS_STRESS_MODEL_H */

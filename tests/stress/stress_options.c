@@ -12,8 +12,8 @@
 static void usage(FILE* to) {
   fprintf(to,
           "usage: ordo_stress [--ops N] [--pushers P] [--vars V] [--seed S] [--threads T]\n"
-          "                   [--completers C] [--kind per_device|pooled|naive] [--round R]\n"
-          "                   [--watchdog SECONDS]\n"
+          "                   [--completers C] [--waiters W] [--kind per_device|pooled|naive]\n"
+          "                   [--round R] [--watchdog SECONDS]\n"
           "  --ops N         ops to push in all (default 10000000)\n"
           "  --pushers P     pusher threads (default 4)\n"
           "  --vars V        vars alive at any time (default 256)\n"
@@ -21,8 +21,12 @@ static void usage(FILE* to) {
           "(default 1)\n"
           "  --threads T     engine CPU workers (default 2)\n"
           "  --completers C  threads completing deferred ops (default 2)\n"
+          "  --waiters W     threads waiting on vars (polls, timed, untimed) while pushers push "
+          "(default 2)\n"
           "  --kind K        engine kind (default per_device)\n"
-          "  --round R       ops between full drains and checks (default 100000)\n"
+          "  --round R       ops between full drains and checks (default N/8, within "
+          "1000..100000:\n"
+          "                  every kind of round comes twice)\n"
           "  --watchdog S    exit 3 with a state dump after S seconds without progress "
           "(default 60)\n"
           "Exit status: 0 all checks passed, 1 a mismatch or API error, 2 bad usage, "
@@ -68,12 +72,13 @@ const char* stress_kind_name(int32_t kind) {
 
 static void set_defaults(stress_options* o) {
   o->ops = 10000000;
-  o->round_ops = 100000;
+  o->round_ops = 0; /* auto: see auto_round_ops */
   o->seed = 1;
   o->pushers = 4;
   o->vars = 256;
   o->threads = 2;
   o->completers = 2;
+  o->waiters = 2;
   o->kind = ORDO_ENGINE_PER_DEVICE;
   o->watchdog_s = 60;
 }
@@ -94,10 +99,22 @@ static int apply(stress_options* o, const char* name, const char* value) {
     o->threads = (int)v;
   } else if (strcmp(name, "--completers") == 0 && (rc = parse_u64(value, 1, 64, &v)) == 0) {
     o->completers = (int)v;
+  } else if (strcmp(name, "--waiters") == 0 && (rc = parse_u64(value, 0, 64, &v)) == 0) {
+    o->waiters = (int)v;
   } else if (strcmp(name, "--watchdog") == 0 && (rc = parse_u64(value, 1, 86400, &v)) == 0) {
     o->watchdog_s = (int)v;
   }
   return rc;
+}
+
+/* Rounds cycle through four kinds (ordo_stress.c): by default a run has at least two cycles, and
+ * rounds of at most 100,000 ops so that long runs drain and check often. */
+static uint64_t auto_round_ops(uint64_t ops) {
+  enum { MIN_ROUNDS = 8, MAX_ROUND_OPS = 100000, MIN_ROUND_OPS = 1000 };
+  uint64_t r = (ops + MIN_ROUNDS - 1) / MIN_ROUNDS;
+  if (r > MAX_ROUND_OPS) r = MAX_ROUND_OPS;
+  if (r < MIN_ROUND_OPS) r = MIN_ROUND_OPS;
+  return r;
 }
 
 int stress_parse_options(int argc, char** argv, stress_options* out) {
@@ -124,5 +141,6 @@ int stress_parse_options(int argc, char** argv, stress_options* out) {
       return 2;
     }
   }
+  if (out->round_ops == 0) out->round_ops = auto_round_ops(out->ops);
   return 0;
 }

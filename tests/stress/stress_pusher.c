@@ -1,7 +1,9 @@
 /*
  * Pusher threads (see stress_pusher.h). An op's shape is chosen outside the lock; the model
  * update and the ordo call happen together under it, so the model sees pushes, clears, deletes
- * and ordered waits in exactly the order the engine linearizes them.
+ * and ordered waits in exactly the order the engine linearizes them. Waiter threads run the
+ * rounds with the pushers, waiting on vars outside the lock (stress_waiter.h) until the last
+ * pusher of the round is done.
  */
 #include "stress_pusher.h"
 
@@ -10,14 +12,16 @@
 
 #include "stress_model.h"
 #include "stress_rng.h"
+#include "stress_waiter.h"
 
-enum { MAX_PUSHERS = 64, HOT_VARS = 16 };
+enum { MAX_PUSHERS = 64, MAX_WAITERS = 64, HOT_VARS = 16 };
 
 typedef enum pusher_state {
   PS_PARKED = 0,
   PS_PUSHING = 1,
   PS_ORDERED_WAIT = 2,
   PS_PROBING = 3,
+  PS_TIMED_WAIT = 4,
 } pusher_state;
 
 typedef struct pusher {
@@ -27,7 +31,16 @@ typedef struct pusher {
   atomic_int state;
   atomic_ulong pushed;
   unsigned long dead_probes;
+  wait_note note;
 } pusher;
+
+/* A thread that only waits on vars (stress_waiter.c) while the pushers of a round push. */
+typedef struct waiter {
+  _Alignas(64) pthread_t thread;
+  uint64_t rng;
+  atomic_ulong waits;
+  wait_note note;
+} waiter;
 
 /* A random op, chosen before taking the lock. */
 typedef struct op_shape {
@@ -43,6 +56,9 @@ round_plan g_plan;
 
 static pusher g_pushers[MAX_PUSHERS];
 static int g_npushers;
+static waiter g_waiters[MAX_WAITERS];
+static int g_nwaiters;
+static atomic_int g_pushing; /* pushers still pushing in this round: waiters wait until 0 */
 static pthread_barrier_t g_round_start;
 static pthread_barrier_t g_round_end;
 
@@ -183,8 +199,10 @@ static void maintenance_locked(pusher* p) {
   }
 }
 
+/* Each readers-only round starts with a pair (g_plan.rendezvous_due), then one now and then. */
 static void maybe_rendezvous_locked(pusher* p) {
-  if (!g_plan.rendezvous_ok || rng_below(&p->rng, 2000) != 0 || !rendezvous_idle()) return;
+  if (!g_plan.rendezvous_ok || !rendezvous_idle()) return;
+  if (!g_plan.rendezvous_due && rng_below(&p->rng, 1000) != 0) return;
   int slot = model_clean_slot(&p->rng);
   if (slot < 0) return;
   op_shape sh;
@@ -193,6 +211,7 @@ static void maybe_rendezvous_locked(pusher* p) {
   push_op_locked(p, new_op(&sh), &sh);
   push_op_locked(p, new_op(&sh), &sh);
   g_model.rendezvous_pairs++;
+  g_plan.rendezvous_due = 0;
 }
 
 /* ---- misuse probes: every use of a deleted handle is INVALID_HANDLE (SPEC §5) ---- */
@@ -255,6 +274,7 @@ static int push_step(pusher* p) {
   choose_shape(&p->rng, &sh, g_plan.kind);
   op_rec* op = new_op(&sh);
   int probe = rng_below(&p->rng, 500) == 0;
+  int timed_wait = rng_below(&p->rng, 256) == 0;
   ordo_var dead = 0, live = 0;
   pthread_mutex_lock(&g_model.mu);
   if (g_model.next_seq >= g_plan.end) {
@@ -274,6 +294,11 @@ static int push_step(pusher* p) {
   }
   pthread_mutex_unlock(&g_model.mu);
   if (dead) probe_dead(p, dead, live); /* outside the lock: races with pushes and deletes */
+  if (timed_wait) {                    /* beside the waiter threads, on the vars they wait on */
+    atomic_store(&p->state, PS_TIMED_WAIT);
+    concurrent_wait(&p->rng, WAIT_TIMED, &p->note);
+    atomic_store(&p->state, PS_PUSHING);
+  }
   return 1;
 }
 
@@ -285,16 +310,43 @@ static void* pusher_main(void* arg) {
     atomic_store(&p->state, PS_PUSHING);
     while (push_step(p)) {
     }
+    atomic_fetch_sub(&g_pushing, 1);
     atomic_store(&p->state, PS_PARKED);
     pthread_barrier_wait(&g_round_end);
   }
   return NULL;
 }
 
-int pushers_start(int n, uint64_t seed) {
+static void* waiter_main(void* arg) {
+  waiter* w = (waiter*)arg;
+  for (;;) {
+    pthread_barrier_wait(&g_round_start);
+    if (g_plan.stop) break;
+    while (atomic_load(&g_pushing) > 0) {
+      waiter_step(&w->rng, &w->note);
+      atomic_fetch_add_explicit(&w->waits, 1, memory_order_relaxed);
+    }
+    pthread_barrier_wait(&g_round_end);
+  }
+  return NULL;
+}
+
+static int waiters_start(int n, uint64_t seed) {
+  for (g_nwaiters = 0; g_nwaiters < n; g_nwaiters++) {
+    waiter* w = &g_waiters[g_nwaiters];
+    w->rng = rng_seed(seed, 500 + (uint64_t)g_nwaiters);
+    atomic_init(&w->waits, 0);
+    if (pthread_create(&w->thread, NULL, waiter_main, w) != 0) return -1;
+  }
+  return 0;
+}
+
+int pushers_start(int n, int waiters, uint64_t seed) {
   if (n > MAX_PUSHERS) n = MAX_PUSHERS;
-  pthread_barrier_init(&g_round_start, NULL, (unsigned)n + 1);
-  pthread_barrier_init(&g_round_end, NULL, (unsigned)n + 1);
+  if (waiters > MAX_WAITERS) waiters = MAX_WAITERS;
+  pthread_barrier_init(&g_round_start, NULL, (unsigned)(n + waiters) + 1);
+  pthread_barrier_init(&g_round_end, NULL, (unsigned)(n + waiters) + 1);
+  if (waiters_start(waiters, seed) != 0) return -1;
   for (g_npushers = 0; g_npushers < n; g_npushers++) {
     pusher* p = &g_pushers[g_npushers];
     p->id = g_npushers;
@@ -307,6 +359,7 @@ int pushers_start(int n, uint64_t seed) {
 }
 
 void pushers_run_round(void) {
+  atomic_store(&g_pushing, g_npushers);
   pthread_barrier_wait(&g_round_start);
   pthread_barrier_wait(&g_round_end);
 }
@@ -319,16 +372,26 @@ void pushers_finish(pusher_totals* totals) {
     pthread_join(g_pushers[i].thread, NULL);
     totals->dead_probes += g_pushers[i].dead_probes;
   }
+  for (int i = 0; i < g_nwaiters; i++) pthread_join(g_waiters[i].thread, NULL);
   pthread_barrier_destroy(&g_round_start);
   pthread_barrier_destroy(&g_round_end);
 }
 
 void pushers_dump(FILE* to) {
   static const char* const states[] = {"parked", "pushing", "in an ordered wait_for_var",
-                                       "probing a dead handle"};
+                                       "probing a dead handle", "in a timed wait"};
   for (int i = 0; i < g_npushers; i++) {
     int s = atomic_load(&g_pushers[i].state);
-    fprintf(to, "  pusher %d: %s, %lu ops pushed\n", i, states[s],
-            atomic_load(&g_pushers[i].pushed));
+    fprintf(to, "  pusher %d: %s, %lu ops pushed", i, states[s], atomic_load(&g_pushers[i].pushed));
+    if (s == PS_TIMED_WAIT) {
+      fprintf(to, ": ");
+      wait_note_print(to, &g_pushers[i].note);
+    }
+    fputc('\n', to);
+  }
+  for (int i = 0; i < g_nwaiters; i++) {
+    fprintf(to, "  waiter %d: %lu waits, now ", i, atomic_load(&g_waiters[i].waits));
+    wait_note_print(to, &g_waiters[i].note);
+    fputc('\n', to);
   }
 }

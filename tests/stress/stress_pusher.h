@@ -20,8 +20,9 @@ typedef enum round_kind {
 typedef struct round_plan {
   uint64_t end; /* push until the model's next_seq reaches this */
   round_kind kind;
-  int stop;          /* no more rounds: leave */
-  int rendezvous_ok; /* two readers can run at the same time (>= 2 workers, not naive) */
+  int stop;           /* no more rounds: leave */
+  int rendezvous_ok;  /* two readers can run at the same time (>= 2 workers, not naive) */
+  int rendezvous_due; /* readers-only round: the first pusher to get the lock pushes a pair */
 } round_plan;
 
 extern round_plan g_plan;
@@ -31,15 +32,17 @@ typedef struct pusher_totals {
   unsigned long dead_probes;
 } pusher_totals;
 
-int pushers_start(int n, uint64_t seed);
-/* Lets the parked pushers run one round (g_plan) and waits until all of them are parked. */
+/* n pushers, and `waiters` threads that wait on vars while the pushers push (stress_waiter.h). */
+int pushers_start(int n, int waiters, uint64_t seed);
+/* Lets the parked pushers (and waiters) run one round (g_plan) and waits until all of them are
+ * parked. */
 void pushers_run_round(void);
 /* Stops and joins them; fills totals. */
 void pushers_finish(pusher_totals* totals);
 /* Main, between rounds, under g_model.mu: an op that fails with `code`, writing `slot` (so the
  * next round meets an error that ops must be skipped for), or no var when slot < 0. */
 void push_failing_op_locked(int slot, int32_t code);
-/* For the watchdog: what each pusher is doing. */
+/* For the watchdog: what each pusher and waiter is doing. */
 void pushers_dump(FILE* to);
 
 #endif /* ORDO_TESTS_STRESS_STRESS_PUSHER_H */
