@@ -573,6 +573,61 @@ Test(wait, a_returned_wait_leaves_the_var_idle) {
   }
 }
 
+/* ordo_wait_for_all returns only once the ops it waited for have released their vars, not
+ * merely been counted as completed (they are counted first, then release): an op of 4,000 vars
+ * takes tens of microseconds to release them all, so a wait that skipped the releases still in
+ * flight (wait_for_releases) would return with the last vars held, and the polls below would
+ * say TIMEOUT. Both ways an op is finished: on a worker, and by ordo_complete on a thread that
+ * is not a worker (counted on the engine's shared counter). */
+enum { kManyVars = 4000 };
+static ordo_var g_many[kManyVars];
+
+static ordo_completion g_many_completion;
+static atomic_int g_many_complete_status;
+
+static void* complete_many(void* arg) {
+  (void)arg;
+  atomic_store(&g_many_complete_status, ordo_complete(g_many_completion, 0, NULL));
+  return NULL;
+}
+
+static void check_every_var_idle(ordo_engine* e, int round, const char* how) {
+  for (int i = kManyVars - 1; i >= 0; --i) { /* the last released first */
+    ordo_status s = ordo_wait_for_var_timeout(e, g_many[i], 0);
+    cr_assert_eq(s, ORDO_OK, "%s: round %d (%s): var %d of %d still held after ordo_wait_for_all",
+                 tu_kind_name(g_kind), round, how, i, kManyVars);
+  }
+}
+
+Test(wait, wait_for_all_returns_once_every_var_is_released, .timeout = 60.0) {
+  for (int k = 0; k < TU_NUM_THREADED_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_threaded_kinds[k]);
+    for (int i = 0; i < kManyVars; ++i) g_many[i] = new_var(e);
+    atomic_int ran;
+    atomic_init(&ran, 0);
+    for (int round = 0; round < 20; ++round) {
+      ST(ordo_opr_push(e, tu_count_fn, &ran, NULL, 0, g_many, kManyVars, NULL), ORDO_OK);
+      ST(ordo_wait_for_all(e), ORDO_OK);
+      check_every_var_idle(e, round, "finished on a worker");
+      tu_deferred d;
+      tu_deferred_init(&d);
+      ST(ordo_opr_push(e, tu_defer_fn, &d, g_many, kManyVars / 2, g_many + kManyVars / 2,
+                       kManyVars / 2, NULL),
+         ORDO_OK);
+      g_many_completion = tu_deferred_wait(&d, 10000);
+      cr_assert_neq(g_many_completion, 0, "%s: the op never deferred", tu_kind_name(g_kind));
+      pthread_t t;
+      cr_assert_eq(pthread_create(&t, NULL, complete_many, NULL), 0);
+      ST(ordo_wait_for_all(e), ORDO_OK); /* returns once the other thread's completion is done */
+      check_every_var_idle(e, round, "completed by ordo_complete on another thread");
+      pthread_join(t, NULL);
+      cr_assert_eq(atomic_load(&g_many_complete_status), ORDO_OK);
+    }
+    cr_assert_eq(atomic_load(&ran), 20);
+    destroy_engine(e);
+  }
+}
+
 /* A thread records the engines whose ops are on its stack, up to 8. Nested deeper than that
  * (naive engines whose ops push into the next one run inline), a wait from the innermost op on
  * its own engine used to wait for itself: refused only for the first 8 (found by review). */
