@@ -475,3 +475,36 @@ Test(refcount, destroy_while_another_reference_pushes, .timeout = 30.0) {
     cr_assert_eq(ordo_engine_release(e), ORDO_OK);
   }
 }
+
+/* The same on one CPU, many times. A push that finds the engine shutting down after its lane
+ * counted it takes the count back and must then announce, as a completion does: destroy's drain
+ * may have added up the counts in between, seen it pending, and gone to sleep. With every
+ * thread on one CPU, the pusher is preempted at a random point when the destroying thread runs,
+ * often between its count and its look at the shutdown flag, so the drain counts it. Without the
+ * announce, the drain slept for good (issue #21: the version on two CPUs passed without it). */
+Test(refcount, destroy_while_a_pusher_is_preempted_mid_push_on_one_cpu, .timeout = 60.0) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  cpu_set_t mine;
+  cr_assert_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &mine)) cpu++;
+  CPU_SET(cpu, &one);
+  /* This thread, and every thread it creates from now on (workers, the pusher), on one CPU. */
+  cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0);
+  for (int round = 0; round < 300; round++) {
+    ordo_engine* e = make_engine(ORDO_ENGINE_POOLED);
+    cr_assert_eq(ordo_engine_retain(e), ORDO_OK);
+    atomic_store(&g_stop_pushing, 0);
+    atomic_store(&g_unexpected_push_status, ORDO_OK);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, push_until_stopped, e), 0);
+    sched_yield(); /* the pusher runs until the scheduler preempts it, anywhere in a push */
+    cr_assert_eq(ordo_engine_destroy(e), ORDO_OK, "round %d", round);
+    atomic_store(&g_stop_pushing, 1);
+    pthread_join(t, NULL);
+    cr_assert_eq(atomic_load(&g_unexpected_push_status), ORDO_OK, "round %d: %s", round,
+                 ordo_status_string(atomic_load(&g_unexpected_push_status)));
+    cr_assert_eq(ordo_engine_release(e), ORDO_OK);
+  }
+}
