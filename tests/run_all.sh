@@ -47,6 +47,8 @@ section "internal: an engine's reference count never wraps"
 run 120 "$build/tests/ordo_engine_refs_test"
 section "internal: a failed create writes no trace"
 run 120 "$build/tests/ordo_failed_create_trace_test"
+section "internal: wait races forced through the test seams (under AddressSanitizer)"
+run 120 "$build/tests/ordo_wait_seams_test"
 
 section "heap allocations on the hot path"
 run 300 "$build/tests/ordo_alloc_test"

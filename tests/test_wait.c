@@ -628,6 +628,80 @@ Test(wait, wait_for_all_returns_once_every_var_is_released, .timeout = 60.0) {
   }
 }
 
+/* Two waits and a delete race on one var, every thread on one CPU so that each is preempted
+ * at random points. When the delete lands between the first wait reserving the var for its mark
+ * and pushing it, that push fails; the waits that joined the reservation meanwhile must then be
+ * woken to begin again (cancel_wait_reservation). Without that wake the second wait slept for
+ * good (issue #21: the suite passed without it). Each wait returns OK (it began before the
+ * delete and its mark went in) or INVALID_HANDLE (the var was deleted first, or meanwhile). */
+typedef struct race_ctx {
+  ordo_engine* e;
+  ordo_var v;
+  atomic_int go;
+  atomic_int done;
+  atomic_int status[3];
+  int spins[3]; /* yields before acting: varies who goes first */
+} race_ctx;
+
+static void* race_wait(void* arg, int who) {
+  race_ctx* c = arg;
+  while (!atomic_load(&c->go)) sched_yield();
+  for (int i = 0; i < c->spins[who]; i++) sched_yield();
+  ordo_status s = who == 2 ? ordo_var_delete(c->e, c->v) : ordo_wait_for_var(c->e, c->v);
+  atomic_store(&c->status[who], s);
+  atomic_fetch_add(&c->done, 1);
+  return NULL;
+}
+static void* race_waiter0(void* arg) { return race_wait(arg, 0); }
+static void* race_waiter1(void* arg) { return race_wait(arg, 1); }
+static void* race_deleter(void* arg) { return race_wait(arg, 2); }
+
+Test(wait, waits_joined_to_a_mark_that_fails_to_push_begin_again, .timeout = 120.0) {
+  cpu_set_t mine, one;
+  cr_assert_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &mine)) cpu++;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0); /* inherited by every new thread */
+  g_kind = ORDO_ENGINE_PER_DEVICE;
+  ordo_engine* e = make_engine(g_kind);
+  unsigned seed = 12345;
+  for (int round = 0; round < 1500; round++) {
+    race_ctx c;
+    memset(&c, 0, sizeof c);
+    c.e = e;
+    c.v = new_var(e);
+    for (int i = 0; i < 3; i++) {
+      atomic_init(&c.status[i], -1);
+      c.spins[i] = (int)(rand_r(&seed) % 3);
+    }
+    tu_deferred d; /* holds the var, so that the waits block until it completes */
+    tu_deferred_init(&d);
+    ST(ordo_opr_push(e, tu_defer_fn, &d, NULL, 0, &c.v, 1, NULL), ORDO_OK);
+    ordo_completion done = tu_deferred_wait(&d, 10000);
+    cr_assert_neq(done, 0);
+    pthread_t t[3];
+    cr_assert_eq(pthread_create(&t[0], NULL, race_waiter0, &c), 0);
+    cr_assert_eq(pthread_create(&t[1], NULL, race_waiter1, &c), 0);
+    cr_assert_eq(pthread_create(&t[2], NULL, race_deleter, &c), 0);
+    atomic_store(&c.go, 1);
+    tu_wait_eq(&c.done, 1, 1); /* the delete, or a wait that found it, may return early */
+    ST(ordo_complete(done, 0, NULL), ORDO_OK);
+    cr_assert(tu_wait_eq(&c.done, 3, 20000), "round %d: a wait never returned (statuses %d %d)",
+              round, atomic_load(&c.status[0]), atomic_load(&c.status[1]));
+    for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+    ST(atomic_load(&c.status[2]), ORDO_OK);
+    for (int i = 0; i < 2; i++) {
+      ordo_status s = atomic_load(&c.status[i]);
+      cr_assert(s == ORDO_OK || s == ORDO_ERR_INVALID_HANDLE, "round %d: wait %d: %s", round, i,
+                ordo_status_string(s));
+    }
+  }
+  ST(ordo_wait_for_all(e), ORDO_OK);
+  destroy_engine(e);
+}
+
 /* A thread records the engines whose ops are on its stack, up to 8. Nested deeper than that
  * (naive engines whose ops push into the next one run inline), a wait from the innermost op on
  * its own engine used to wait for itself: refused only for the first 8 (found by review). */

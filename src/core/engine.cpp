@@ -15,6 +15,7 @@
 #include "core/hot_tls.h"
 #include "core/last_error.h"
 #include "core/pending_report.h"
+#include "core/test_seams.h"
 #include "exec/asymmetric_fence.h"
 #include "exec/prefetch.h"
 #include "trace/trace_file.h"
@@ -1436,6 +1437,7 @@ ordo_status Engine::wait_for_var(ordo_var v, const uint64_t* timeout_ns) {
     // The wait mark, a read (var_slot.h): it waits for the readers before it as well, and holds
     // up nothing after it.
     if (step == VarSlot::kPushMark) {
+      hit_seam(Seam::kWaitReserved);
       if (ordo_status s = push_internal(OpKind::kWaitSignal, v, VarLink::kMarkBit, w)) {
         cancel_wait_reservation(slot);
         delete w;
@@ -1443,6 +1445,7 @@ ordo_status Engine::wait_for_var(ordo_var v, const uint64_t* timeout_ns) {
       }
     }
     const bool woken = sleep_until_woken(w, timed, deadline);
+    if (!woken) hit_seam(Seam::kWaitTimedOut);
     if (!woken && step != VarSlot::kPushMark && leave_wait_list(slot, w)) {
       w->drop();  // the reference kept for whoever wakes it: nobody will
     }

@@ -1,0 +1,7 @@
+#include "core/test_seams.h"
+
+namespace ordo {
+
+TestSeams g_test_seams;
+
+}  // namespace ordo
