@@ -43,31 +43,48 @@ static ordo_completion wait_deferred(tu_deferred* d) {
   return h;
 }
 
-/* Completes a handle from another thread. */
+/* Completes a handle from another thread; with after_parked, only once the calling thread is
+ * asleep (in the wait or destroy it makes next: see completer_saw_parked), setting `completing`
+ * first. A fixed delay there instead let a caller that reached its call late find the op
+ * complete already, and check nothing. */
 typedef struct completer {
   ordo_completion h;
   int32_t code;
   const char* message;
-  uint32_t delay_ms;
+  int parked_tid; /* 0: complete at once */
+  atomic_int saw_parked;
+  atomic_int completing;
   atomic_int status;
   pthread_t thread;
 } completer;
 
 static void* completer_main(void* p) {
   completer* c = p;
-  if (c->delay_ms) tu_sleep_ms(c->delay_ms);
+  if (c->parked_tid) {
+    atomic_store(&c->saw_parked, tu_wait_thread_parked(c->parked_tid, SYS_futex, -1, 5000));
+  }
+  atomic_store(&c->completing, 1);
   atomic_store(&c->status, ordo_complete(c->h, c->code, c->message));
   return NULL;
 }
 
 static void completer_start(completer* c, ordo_completion h, int32_t code, const char* message,
-                            uint32_t delay_ms) {
+                            bool after_parked) {
   c->h = h;
   c->code = code;
   c->message = message;
-  c->delay_ms = delay_ms;
+  c->parked_tid = after_parked ? tu_gettid() : 0;
+  atomic_init(&c->saw_parked, 0);
+  atomic_init(&c->completing, 0);
   atomic_init(&c->status, -1);
   cr_assert_eq(pthread_create(&c->thread, NULL, completer_main, c), 0);
+}
+
+/* The caller was seen asleep before the completer completed. */
+static void completer_saw_parked(completer* c, const char* what) {
+  cr_assert_eq(atomic_load(&c->saw_parked), 1,
+               "%s: %s was not seen asleep before ordo_complete (the order the test needs)",
+               tu_kind_name(g_kind), what);
 }
 
 static ordo_status completer_join(completer* c) {
@@ -101,7 +118,7 @@ Test(async, defer_and_complete_from_another_thread) {
     ST(ordo_wait_for_var_timeout(e, v, TU_MS_NS(20)), ORDO_ERR_TIMEOUT);
 
     completer c;
-    completer_start(&c, h, 0, NULL, 0);
+    completer_start(&c, h, 0, NULL, false);
     cr_assert_eq(completer_join(&c), ORDO_OK, "%s: ordo_complete from another thread -> %s",
                  tu_kind_name(g_kind), ordo_status_string(atomic_load(&c.status)));
     ST(ordo_wait_for_var(e, v), ORDO_OK);
@@ -122,13 +139,12 @@ Test(async, wait_blocks_until_complete_from_another_thread) {
     ST(ordo_opr_push(e, tu_defer_fn, &d, NULL, 0, &v, 1, NULL), ORDO_OK);
     ordo_completion h = wait_deferred(&d);
     completer c;
-    completer_start(&c, h, 0, NULL, 60);
-    uint64_t t0 = tu_now_ms();
+    completer_start(&c, h, 0, NULL, true);
     ST(ordo_wait_for_var(e, v), ORDO_OK);
-    uint64_t waited = tu_now_ms() - t0;
+    cr_assert_eq(atomic_load(&c.completing), 1,
+                 "%s: wait_for_var returned before ordo_complete was called", tu_kind_name(g_kind));
     cr_assert_eq(completer_join(&c), ORDO_OK, "%s", tu_kind_name(g_kind));
-    cr_assert_geq(waited, 40, "%s: wait_for_var returned after %llu ms, before ordo_complete",
-                  tu_kind_name(g_kind), (unsigned long long)waited);
+    completer_saw_parked(&c, "wait_for_var");
     destroy_engine(e);
   }
 }
@@ -279,7 +295,7 @@ Test(async, failed_async_completion_poisons_mutable_vars_with_message) {
     ST(ordo_opr_push(e, tu_count_fn, &dep, NULL, 0, &v, 1, NULL), ORDO_OK);
     ordo_completion h = wait_deferred(&d);
     completer c;
-    completer_start(&c, h, 77, "link down", 0);
+    completer_start(&c, h, 77, "link down", false);
     cr_assert_eq(completer_join(&c), ORDO_OK, "%s", tu_kind_name(g_kind));
     ordo_status s = ordo_wait_for_var(e, v);
     char msg[512];
@@ -735,17 +751,16 @@ Test(async, destroy_waits_for_deferred_completion) {
     ST(ordo_opr_push(e, tu_count_fn, &dep, NULL, 0, &v, 1, NULL), ORDO_OK);
     ordo_completion h = wait_deferred(&d);
     completer c;
-    uint64_t t0 = tu_now_ms();  // before the completer starts its 60 ms: a bound, whatever runs
-    completer_start(&c, h, 0, NULL, 60);
+    completer_start(&c, h, 0, NULL, true);
     destroy_engine(e);
-    uint64_t took = tu_now_ms() - t0;
+    cr_assert_eq(atomic_load(&c.completing), 1, "%s: destroy returned before ordo_complete",
+                 tu_kind_name(g_kind));
     cr_assert_eq(completer_join(&c), ORDO_OK, "%s", tu_kind_name(g_kind));
+    completer_saw_parked(&c, "destroy");
     cr_assert_eq(atomic_load(&dep), 1,
                  "%s: destroy returned before the dependent of a deferred "
                  "op ran",
                  tu_kind_name(g_kind));
-    cr_assert_geq(took, 40, "%s: destroy returned after %llu ms, before ordo_complete",
-                  tu_kind_name(g_kind), (unsigned long long)took);
   }
 }
 

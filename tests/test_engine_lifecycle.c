@@ -8,6 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "test_util.h"
+
 TestSuite(engine_lifecycle, .timeout = 30.0);
 
 static void clear_ordo_env(void) {
@@ -81,11 +83,38 @@ static int32_t op_inc(ordo_exec* x, void* ud) {
   return 0;
 }
 
-static int32_t op_sleep_then_inc(ordo_exec* x, void* ud) {
+/* The head of what destroy must drain: holds its op until the test thread is asleep in
+ * ordo_engine_destroy (up to 5 s), so that destroy is known to find the rest pending. A 50 ms
+ * sleep here instead let a test thread that came late find the work done, and check less. */
+typedef struct destroy_head {
+  atomic_int counter;
+  int tid;                /* the test thread */
+  atomic_int destroying;  /* set just before ordo_engine_destroy */
+  atomic_int seen_asleep; /* the head saw destroy asleep */
+} destroy_head;
+
+static void destroy_head_init(destroy_head* h) {
+  atomic_init(&h->counter, 0);
+  h->tid = tu_gettid();
+  atomic_init(&h->destroying, 0);
+  atomic_init(&h->seen_asleep, 0);
+}
+
+static int32_t op_head_then_inc(ordo_exec* x, void* ud) {
   (void)x;
-  sleep_ms(50);
-  atomic_fetch_add((atomic_int*)ud, 1);
+  destroy_head* h = ud;
+  if (tu_wait_eq(&h->destroying, 1, 5000) && tu_wait_thread_parked(h->tid, SYS_futex, -1, 5000)) {
+    atomic_store(&h->seen_asleep, 1);
+  }
+  atomic_fetch_add(&h->counter, 1);
   return 0;
+}
+
+static void destroy_after_the_head(ordo_engine* e, destroy_head* h) {
+  atomic_store(&h->destroying, 1);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&h->seen_asleep), 1,
+               "destroy was not seen waiting for the held head op (the order the test needs)");
 }
 
 static atomic_int g_freed;
@@ -181,18 +210,19 @@ static void check_destroy_drains_chain(int32_t kind) {
   ordo_engine* e = make_engine(kind, 2);
   ordo_var v = 0;
   cr_assert_eq(ordo_var_new(e, &v), ORDO_OK);
-  atomic_int counter = 0;
-  /* A slow head keeps the whole chain pending when destroy is called. */
-  cr_assert_eq(ordo_opr_push(e, op_sleep_then_inc, &counter, NULL, 0, &v, 1, NULL), ORDO_OK);
+  destroy_head h;
+  destroy_head_init(&h);
+  /* A held head keeps the whole chain pending when destroy is called. */
+  cr_assert_eq(ordo_opr_push(e, op_head_then_inc, &h, NULL, 0, &v, 1, NULL), ORDO_OK);
   for (int i = 0; i < 999; i++) {
     if (i % 2)
-      cr_assert_eq(ordo_opr_push(e, op_inc, &counter, &v, 1, NULL, 0, NULL), ORDO_OK);
+      cr_assert_eq(ordo_opr_push(e, op_inc, &h.counter, &v, 1, NULL, 0, NULL), ORDO_OK);
     else
-      cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, &v, 1, NULL), ORDO_OK);
+      cr_assert_eq(ordo_opr_push(e, op_inc, &h.counter, NULL, 0, &v, 1, NULL), ORDO_OK);
   }
-  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
-  cr_assert_eq(atomic_load(&counter), 1000, "kind %d: %d of 1000 chained ops ran", (int)kind,
-               atomic_load(&counter));
+  destroy_after_the_head(e, &h);
+  cr_assert_eq(atomic_load(&h.counter), 1000, "kind %d: %d of 1000 chained ops ran", (int)kind,
+               atomic_load(&h.counter));
 }
 
 Test(engine_lifecycle, destroy_drains_dependent_chain_per_device) {
@@ -204,24 +234,26 @@ Test(engine_lifecycle, destroy_drains_dependent_chain_pooled) {
 
 Test(engine_lifecycle, destroy_drains_every_property) {
   ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE, 2);
-  atomic_int counter = 0;
+  destroy_head h;
+  destroy_head_init(&h);
+  atomic_int* counter = &h.counter;
   const int32_t props[] = {ORDO_PROP_NORMAL, ORDO_PROP_CPU_PRIORITIZED, ORDO_PROP_COPY_TO_DEVICE,
                            ORDO_PROP_COPY_FROM_DEVICE, ORDO_PROP_ASYNC};
   ordo_var v = 0;
   cr_assert_eq(ordo_var_new(e, &v), ORDO_OK);
-  cr_assert_eq(ordo_opr_push(e, op_sleep_then_inc, &counter, NULL, 0, &v, 1, NULL), ORDO_OK);
+  cr_assert_eq(ordo_opr_push(e, op_head_then_inc, &h, NULL, 0, &v, 1, NULL), ORDO_OK);
   for (int i = 0; i < 100; i++) {
     ordo_push_opts o;
     ordo_push_opts_init(&o);
     o.prop = props[i % 5];
-    /* Half depend on the slow head, half are independent. */
+    /* Half depend on the held head, half are independent. */
     if (i % 2)
-      cr_assert_eq(ordo_opr_push(e, op_inc, &counter, &v, 1, NULL, 0, &o), ORDO_OK);
+      cr_assert_eq(ordo_opr_push(e, op_inc, counter, &v, 1, NULL, 0, &o), ORDO_OK);
     else
-      cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, NULL, 0, &o), ORDO_OK);
+      cr_assert_eq(ordo_opr_push(e, op_inc, counter, NULL, 0, NULL, 0, &o), ORDO_OK);
   }
-  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
-  cr_assert_eq(atomic_load(&counter), 101);
+  destroy_after_the_head(e, &h);
+  cr_assert_eq(atomic_load(counter), 101);
 }
 
 Test(engine_lifecycle, push_after_destroy_returns_shutdown) {

@@ -295,6 +295,8 @@ Test(push_from_op, trees_of_pushes_are_all_seen_by_wait_for_all) {
 
 typedef struct late_ctx {
   ordo_engine* e;
+  int waiter_tid;        /* the test thread, which calls ordo_wait_for_all next (0: naive) */
+  atomic_int saw_waiter; /* the parent saw it asleep in that wait before pushing */
   atomic_int children_ran;
   atomic_int push_fail;
 } late_ctx;
@@ -307,10 +309,15 @@ static int32_t late_child(ordo_exec* exec, void* ud) {
   return 0;
 }
 
+/* Pushes its children only once the test thread sleeps in ordo_wait_for_all (a 30 ms sleep made
+ * that likely; a test thread that came later found the children pushed, and checked less). The
+ * naive kind runs the parent inside its push: nothing to wait for there. */
 static int32_t late_parent(ordo_exec* exec, void* ud) {
   (void)exec;
   late_ctx* c = ud;
-  tu_sleep_ms(30);
+  if (c->waiter_tid) {
+    atomic_store(&c->saw_waiter, tu_wait_thread_parked(c->waiter_tid, SYS_futex, -1, 5000));
+  }
   for (int i = 0; i < 50; ++i) {
     ordo_status s = ordo_opr_push(c->e, late_child, c, NULL, 0, NULL, 0, NULL);
     if (s != ORDO_OK) tu_record_first(&c->push_fail, 0, s);
@@ -324,10 +331,15 @@ Test(push_from_op, wait_for_all_sees_children_pushed_late) {
     late_ctx c;
     memset(&c, 0, sizeof c);
     c.e = e;
+    const bool naive = tu_all_kinds[k] == ORDO_ENGINE_NAIVE;
+    c.waiter_tid = naive ? 0 : tu_gettid();
     ordo_var v = new_var(e);
     ST(ordo_opr_push(e, late_parent, &c, NULL, 0, &v, 1, NULL), ORDO_OK);
     ST(ordo_wait_for_all(e), ORDO_OK);
     cr_assert_eq(atomic_load(&c.push_fail), 0, "%s", tu_kind_name(g_kind));
+    cr_assert(naive || atomic_load(&c.saw_waiter),
+              "%s: the parent did not see ordo_wait_for_all asleep before pushing its children",
+              tu_kind_name(g_kind));
     cr_assert_eq(atomic_load(&c.children_ran), 50,
                  "%s: wait_for_all returned with %d of 50 children done", tu_kind_name(g_kind),
                  atomic_load(&c.children_ran));

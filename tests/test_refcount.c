@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "test_util.h"
+
 TestSuite(refcount, .timeout = 30.0);
 
 static void sleep_ms(long ms) {
@@ -34,10 +36,46 @@ static int32_t op_inc(ordo_exec* x, void* ud) {
   return 0;
 }
 
+/* The test thread, as it makes a call that must wait for ops (the last release): a callback or
+ * free_fn holds its op until that thread is asleep in the call (up to 5 s), so that the call is
+ * known to find the op pending. A fixed sleep there instead let a test thread that came late
+ * find everything done, and check less. */
+typedef struct caller_gate {
+  int tid;
+  atomic_int calling;     /* set just before the call */
+  atomic_int returned;    /* set when it has returned */
+  atomic_int seen_asleep; /* the op saw the caller asleep in the call */
+} caller_gate;
+
+static void caller_gate_init(caller_gate* g) {
+  g->tid = tu_gettid();
+  atomic_init(&g->calling, 0);
+  atomic_init(&g->returned, 0);
+  atomic_init(&g->seen_asleep, 0);
+}
+
+/* Returns once the caller is asleep in its call (recorded), or has returned, or after 5 s. */
+static void caller_gate_wait(caller_gate* g) {
+  uint64_t deadline = tu_now_ms() + 5000;
+  while (!atomic_load(&g->calling) && tu_now_ms() < deadline) tu_sleep_us(50);
+  while (!atomic_load(&g->returned) && tu_now_ms() < deadline) {
+    if (tu_wait_thread_parked(g->tid, SYS_futex, -1, 20)) {
+      atomic_store(&g->seen_asleep, 1);
+      return;
+    }
+  }
+}
+
+typedef struct slow_inc {
+  atomic_int counter;
+  caller_gate gate;
+} slow_inc;
+
 static int32_t op_slow_inc(ordo_exec* x, void* ud) {
   (void)x;
-  sleep_ms(20);
-  atomic_fetch_add((atomic_int*)ud, 1);
+  slow_inc* s = ud;
+  caller_gate_wait(&s->gate);
+  atomic_fetch_add(&s->counter, 1);
   return 0;
 }
 
@@ -166,16 +204,23 @@ Test(refcount, last_release_without_destroy_drains_and_frees) {
   ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
   ordo_var v = 0;
   cr_assert_eq(ordo_var_new(e, &v), ORDO_OK);
-  atomic_int counter = 0;
-  cr_assert_eq(ordo_opr_push(e, op_slow_inc, &counter, NULL, 0, &v, 1, NULL), ORDO_OK);
+  slow_inc s;
+  atomic_init(&s.counter, 0);
+  caller_gate_init(&s.gate);
+  /* The head of the chain is held until the last release is asleep in its drain. */
+  cr_assert_eq(ordo_opr_push(e, op_slow_inc, &s, NULL, 0, &v, 1, NULL), ORDO_OK);
   for (int i = 0; i < 499; i++)
-    cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, &v, 1, NULL), ORDO_OK);
+    cr_assert_eq(ordo_opr_push(e, op_inc, &s.counter, NULL, 0, &v, 1, NULL), ORDO_OK);
   cr_assert_eq(ordo_engine_retain(e), ORDO_OK);
   cr_assert_eq(ordo_engine_release(e), ORDO_OK);
   /* One reference left (the creator's); still live. */
-  cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, &v, 1, NULL), ORDO_OK);
+  cr_assert_eq(ordo_opr_push(e, op_inc, &s.counter, NULL, 0, &v, 1, NULL), ORDO_OK);
+  atomic_store(&s.gate.calling, 1);
   cr_assert_eq(ordo_engine_release(e), ORDO_OK);
-  cr_assert_eq(atomic_load(&counter), 501, "the last release returned before the work drained");
+  atomic_store(&s.gate.returned, 1);
+  cr_assert_eq(atomic_load(&s.counter), 501, "the last release returned before the work drained");
+  cr_assert_eq(atomic_load(&s.gate.seen_asleep), 1,
+               "the last release was not seen waiting for the chain (the order the test needs)");
   check_all_invalid_handle(e, "after the last release");
 }
 
@@ -313,6 +358,7 @@ Test(refcount, freed_pointer_stays_invalid_after_new_engines) {
  * finishes them must still be accepted while the release waits (found by fuzz_handles). */
 static _Atomic uint64_t g_deferred_handle;
 static atomic_int g_late_complete_status;
+static caller_gate g_release_gate;
 
 static int32_t op_defer_only(ordo_exec* x, void* ud) {
   (void)ud;
@@ -322,9 +368,9 @@ static int32_t op_defer_only(ordo_exec* x, void* ud) {
   return 0;
 }
 
-static void* complete_after_100ms(void* arg) {
+static void* complete_once_the_release_waits(void* arg) {
   (void)arg;
-  sleep_ms(100); /* the main thread is inside the last ordo_engine_release by now */
+  caller_gate_wait(&g_release_gate); /* the main thread is asleep in the last release */
   atomic_store(&g_late_complete_status, ordo_complete(atomic_load(&g_deferred_handle), 0, NULL));
   return NULL;
 }
@@ -339,12 +385,18 @@ static void check_last_release_waits_for_deferred_op(int32_t kind) {
   for (int i = 0; i < 5000 && atomic_load(&g_deferred_handle) == 0; ++i) sleep_ms(1);
   cr_assert_neq(atomic_load(&g_deferred_handle), 0, "the op never deferred");
   pthread_t t;
-  cr_assert_eq(pthread_create(&t, NULL, complete_after_100ms, NULL), 0);
+  caller_gate_init(&g_release_gate);
+  cr_assert_eq(pthread_create(&t, NULL, complete_once_the_release_waits, NULL), 0);
+  atomic_store(&g_release_gate.calling, 1);
   cr_assert_eq(ordo_engine_release(e), ORDO_OK); /* the creator's, and last, reference */
+  atomic_store(&g_release_gate.returned, 1);
   pthread_join(t, NULL);
   cr_assert_eq(atomic_load(&g_late_complete_status), ORDO_OK,
                "ordo_complete during the last release: %s",
                ordo_status_string(atomic_load(&g_late_complete_status)));
+  cr_assert_eq(atomic_load(&g_release_gate.seen_asleep), 1,
+               "the last release was not seen waiting for the deferred op (the order the test "
+               "needs)");
   cr_assert_eq(ordo_engine_retain(e), ORDO_ERR_INVALID_HANDLE, "the engine is freed after");
 }
 
@@ -373,11 +425,12 @@ static int32_t op_defer_pair(ordo_exec* x, void* ud) {
   return 0;
 }
 
-/* free_fn of the deferred ops: the first holds its completion open for 100 ms. */
+/* free_fn of the deferred ops: the first holds its completion open until the last release is
+ * asleep in its drain (or has returned, as it did at once with the bug). */
 static void pair_free(void* ud) {
   if ((intptr_t)ud == 0) {
     atomic_store(&g_in_first_free, 1);
-    sleep_ms(100);
+    caller_gate_wait(&g_release_gate);
   } else {
     atomic_store(&g_second_freed, 1);
   }
@@ -406,6 +459,7 @@ static void check_last_release_during_completion(int from_op) {
   ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
   atomic_store(&g_pair_deferred, 0);
   atomic_store(&g_in_first_free, 0);
+  caller_gate_init(&g_release_gate);
   atomic_store(&g_second_freed, 0);
   for (int i = 0; i < 2; i++) atomic_store(&g_pair_status[i], -1);
   ordo_push_opts o;
@@ -421,9 +475,14 @@ static void check_last_release_during_completion(int from_op) {
     cr_assert_eq(pthread_create(&t, NULL, completer_thread, NULL), 0);
   }
   while (!atomic_load(&g_in_first_free)) sched_yield(); /* the first completion is in flight */
-  cr_assert_eq(ordo_engine_release(e), ORDO_OK);        /* the last reference */
+  atomic_store(&g_release_gate.calling, 1);
+  cr_assert_eq(ordo_engine_release(e), ORDO_OK); /* the last reference */
+  atomic_store(&g_release_gate.returned, 1);
   /* Returned only after draining, here: the second deferred op has completed and been freed. */
   cr_assert_eq(atomic_load(&g_second_freed), 1, "the last release returned before the drain");
+  cr_assert_eq(atomic_load(&g_release_gate.seen_asleep), 1,
+               "the last release was not seen draining while the first completion was in flight "
+               "(the order the test needs)");
   if (!from_op) pthread_join(t, NULL);
   for (int i = 0; i < 2; i++) {
     cr_assert_eq(atomic_load(&g_pair_status[i]), ORDO_OK, "completion %d: %s", i,
@@ -445,11 +504,13 @@ Test(refcount, last_release_during_completion_from_an_op, .timeout = 10.0) {
  * pending in that moment, slept for good (found by review). */
 static atomic_int g_stop_pushing;
 static atomic_int g_unexpected_push_status;
+static atomic_int g_pushed_ok;
 
 static void* push_until_stopped(void* arg) {
   ordo_engine* e = arg;
   while (!atomic_load(&g_stop_pushing)) {
     ordo_status s = ordo_opr_push(e, op_noop, NULL, NULL, 0, NULL, 0, NULL);
+    if (s == ORDO_OK) atomic_fetch_add(&g_pushed_ok, 1);
     if (s != ORDO_OK && s != ORDO_ERR_SHUTDOWN) atomic_store(&g_unexpected_push_status, s);
     /* Refused: let the destroying thread run. Under valgrind, which runs one thread at a time
      * and does not schedule fairly, a loop that never blocks can starve it for minutes. */
@@ -464,9 +525,12 @@ Test(refcount, destroy_while_another_reference_pushes, .timeout = 30.0) {
     cr_assert_eq(ordo_engine_retain(e), ORDO_OK);
     atomic_store(&g_stop_pushing, 0);
     atomic_store(&g_unexpected_push_status, ORDO_OK);
+    atomic_store(&g_pushed_ok, 0);
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, push_until_stopped, e), 0);
-    sleep_ms(1);
+    /* The other thread is pushing when destroy begins (a 1 ms sleep made that only likely). */
+    cr_assert(tu_wait_ge(&g_pushed_ok, 100, 5000), "round %d: %d pushes in 5 s", round,
+              atomic_load(&g_pushed_ok));
     cr_assert_eq(ordo_engine_destroy(e), ORDO_OK, "round %d", round);
     atomic_store(&g_stop_pushing, 1);
     pthread_join(t, NULL);

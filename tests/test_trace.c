@@ -384,12 +384,14 @@ Test(trace, a_rewritten_file_keeps_its_mode_and_its_hard_links) {
 typedef struct fifo_write {
   ordo_engine* e;
   const char* path;
+  atomic_int tid;
   atomic_int st;
   atomic_int done;
 } fifo_write;
 
 static void* write_to_fifo(void* p) {
   fifo_write* w = p;
+  atomic_store(&w->tid, tu_gettid());
   atomic_store(&w->st, ordo_engine_write_trace(w->e, w->path));
   atomic_store(&w->done, 1);
   return NULL;
@@ -419,11 +421,17 @@ Test(trace, stats_do_not_wait_for_a_trace_being_written) {
   push_named(e, "before-the-fifo", 0, NULL, 0, NULL, 0);
   ST(ordo_wait_for_all(e), ORDO_OK);
   fifo_write w = {.e = e, .path = path};
+  atomic_init(&w.tid, 0);
   atomic_init(&w.st, -1);
   atomic_init(&w.done, 0);
   pthread_t writer;
   cr_assert_eq(pthread_create(&writer, NULL, write_to_fifo, &w), 0);
-  tu_sleep_ms(100); /* the writer is blocked opening the FIFO by now */
+  /* The writer is blocked opening the FIFO before the stats call (a 100 ms sleep made that only
+   * likely: a writer that came later found the call done, and the test checked nothing). */
+  uint64_t deadline = tu_now_ms() + 5000;
+  while (atomic_load(&w.tid) == 0 && tu_now_ms() < deadline) tu_sleep_us(50);
+  bool blocked =
+      atomic_load(&w.tid) != 0 && tu_wait_thread_parked(atomic_load(&w.tid), SYS_openat, -1, 5000);
   stats_call c = {.e = e};
   atomic_init(&c.st, -1);
   atomic_init(&c.done, 0);
@@ -438,6 +446,9 @@ Test(trace, stats_do_not_wait_for_a_trace_being_written) {
   close(reader);
   cr_assert_eq(pthread_join(writer, NULL), 0);
   cr_assert_eq(pthread_join(caller, NULL), 0);
+  cr_assert(blocked,
+            "the trace writer was not seen blocked opening the FIFO (the order the test "
+            "needs)");
   cr_assert(returned, "ordo_engine_stats waited for a trace being written to a FIFO");
   ST(atomic_load(&c.st), ORDO_OK);
   ST(atomic_load(&w.st), ORDO_OK);

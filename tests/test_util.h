@@ -10,14 +10,18 @@
 #define _POSIX_C_SOURCE 200809L
 #endif
 
+#include <fcntl.h>
 #include <ordo/ordo.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 /** Monotonic clock in nanoseconds. */
 static inline uint64_t tu_now_ns(void) {
@@ -66,6 +70,79 @@ static inline bool tu_wait_eq(atomic_int* p, int target, uint32_t timeout_ms) {
     if (atomic_load(p) == target) return true;
     if (tu_now_ms() >= deadline) return atomic_load(p) == target;
     if (spins > 64) tu_sleep_us(50);
+  }
+}
+
+/* ---- Where another thread is: for tests that must not go on before it blocks. ---------------
+ * A flag set right before a blocking call says the thread is about to call, not that it is in
+ * the call; a sleep only makes that likely. The kernel says where a thread sleeps: these read
+ * /proc/self/task/TID with plain open and read (no FILE, no malloc), so that the watching thread
+ * takes no lock the watched one may need. */
+
+/** The calling thread's kernel thread id (what the tu_thread_* functions take). */
+static inline int tu_gettid(void) {
+  return (int)syscall(SYS_gettid);
+}
+
+/** Reads /proc/self/task/TID/<file> into buf (NUL-terminated, cut to cap - 1 bytes). */
+static inline bool tu_read_task_file(int tid, const char* file, char* buf, size_t cap) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%d/%s", tid, file);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  size_t len = 0;
+  for (;;) {
+    ssize_t n = read(fd, buf + len, cap - 1 - len);
+    if (n <= 0) break;
+    len += (size_t)n;
+    if (len == cap - 1) break;
+  }
+  close(fd);
+  buf[len] = '\0';
+  return len > 0;
+}
+
+/** The system call (SYS_futex, SYS_openat, ...) that thread tid of this process sleeps in; -1
+ *  when it runs, or sleeps outside a system call. Where the kernel does not say (no
+ *  /proc/self/task/TID/syscall): -3 when the thread sleeps at all (state S or D), else -1. */
+static inline long tu_thread_syscall(int tid) {
+  char buf[256];
+  if (tu_read_task_file(tid, "syscall", buf, sizeof buf)) {
+    if (buf[0] < '0' || buf[0] > '9') return -1; /* "running", or "-1 ..." */
+    return strtol(buf, NULL, 10);
+  }
+  if (!tu_read_task_file(tid, "stat", buf, sizeof buf)) return -1;
+  const char* p = strrchr(buf, ')'); /* "tid (name) S ..." */
+  return (p && (p[2] == 'S' || p[2] == 'D')) ? -3 : -1;
+}
+
+/** How many times thread tid has gone to sleep (voluntary context switches); -1 unknown. */
+static inline long tu_thread_sleeps(int tid) {
+  char buf[4096];
+  if (!tu_read_task_file(tid, "status", buf, sizeof buf)) return -1;
+  const char* p = strstr(buf, "\nvoluntary_ctxt_switches:");
+  return p ? strtol(p + strlen("\nvoluntary_ctxt_switches:"), NULL, 10) : -1;
+}
+
+/**
+ * Waits up to timeout_ms for thread tid to be parked in system call nr: asleep in it, and still
+ * asleep there, having not woken, a millisecond later (a thread passing through a contended lock
+ * sleeps for microseconds). With after_sleeps >= 0, only a sleep begun after the thread had slept
+ * after_sleeps times counts (tu_thread_sleeps: it woke and went back to sleep). Where the kernel
+ * does not say which call a thread sleeps in, any sleep counts. True when seen.
+ */
+static inline bool tu_wait_thread_parked(int tid, long nr, long after_sleeps, uint32_t timeout_ms) {
+  uint64_t deadline = tu_now_ms() + timeout_ms;
+  for (;;) {
+    long sc = tu_thread_syscall(tid);
+    long sleeps = tu_thread_sleeps(tid);
+    if ((sc == nr || sc == -3) && (after_sleeps < 0 || sleeps > after_sleeps)) {
+      tu_sleep_ms(1);
+      long sc2 = tu_thread_syscall(tid);
+      if ((sc2 == nr || sc2 == -3) && tu_thread_sleeps(tid) == sleeps) return true;
+    }
+    if (tu_now_ms() >= deadline) return false;
+    tu_sleep_us(100);
   }
 }
 

@@ -186,17 +186,32 @@ Test(wait, timed_waits_time_out_on_a_deferred_op_and_later_succeed) {
   }
 }
 
+/* Completes h once thread `waiter` is parked (in the wait the test makes), setting `completing`
+ * first. It used to sleep 50 ms and the test required the wait to take 30: a waiting thread
+ * that reached its wait late failed it, one that returned early by 20 ms passed. */
 typedef struct delayed_complete {
   ordo_completion h;
-  uint32_t delay_ms;
+  int waiter;
+  atomic_int saw_waiter_parked;
+  atomic_int completing;
   atomic_int status;
 } delayed_complete;
 
 static void* delayed_complete_main(void* p) {
   delayed_complete* c = p;
-  tu_sleep_ms(c->delay_ms);
+  atomic_store(&c->saw_waiter_parked, tu_wait_thread_parked(c->waiter, SYS_futex, -1, 5000));
+  atomic_store(&c->completing, 1);
   atomic_store(&c->status, ordo_complete(c->h, 0, NULL));
   return NULL;
+}
+
+static void start_delayed_complete(delayed_complete* c, pthread_t* th, ordo_completion h) {
+  c->h = h;
+  c->waiter = tu_gettid();
+  atomic_init(&c->saw_waiter_parked, 0);
+  atomic_init(&c->completing, 0);
+  atomic_init(&c->status, -1);
+  cr_assert_eq(pthread_create(th, NULL, delayed_complete_main, c), 0);
 }
 
 Test(wait, huge_timeouts_do_not_overflow) {
@@ -209,25 +224,31 @@ Test(wait, huge_timeouts_do_not_overflow) {
     tu_deferred d;
     tu_deferred_init(&d);
     ST(ordo_opr_push(e, tu_defer_fn, &d, NULL, 0, &v, 1, NULL), ORDO_OK);
-    delayed_complete c = {wait_deferred(&d), 50, -1};
+    delayed_complete c;
     pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, delayed_complete_main, &c), 0);
-    uint64_t t0 = tu_now_ms();
+    start_delayed_complete(&c, &th, wait_deferred(&d));
     ST(ordo_wait_for_var_timeout(e, v, UINT64_MAX), ORDO_OK);
-    cr_assert_geq(tu_now_ms() - t0, 30, "%s: wait with UINT64_MAX timeout returned early",
-                  tu_kind_name(g_kind));
+    cr_assert_eq(atomic_load(&c.completing), 1,
+                 "%s: wait with UINT64_MAX timeout returned before the op was completed",
+                 tu_kind_name(g_kind));
     pthread_join(th, NULL);
+    cr_assert_eq(atomic_load(&c.saw_waiter_parked), 1,
+                 "%s: the wait was not seen asleep before the op was completed",
+                 tu_kind_name(g_kind));
     cr_assert_eq(atomic_load(&c.status), ORDO_OK, "%s", tu_kind_name(g_kind));
 
     tu_deferred_init(&d);
     ST(ordo_opr_push(e, tu_defer_fn, &d, NULL, 0, &v, 1, NULL), ORDO_OK);
-    delayed_complete c2 = {wait_deferred(&d), 50, -1};
-    cr_assert_eq(pthread_create(&th, NULL, delayed_complete_main, &c2), 0);
-    t0 = tu_now_ms();
+    delayed_complete c2;
+    start_delayed_complete(&c2, &th, wait_deferred(&d));
     ST(ordo_wait_for_all_timeout(e, UINT64_MAX - 1), ORDO_OK);
-    cr_assert_geq(tu_now_ms() - t0, 30, "%s: wait_for_all with a huge timeout returned early",
-                  tu_kind_name(g_kind));
+    cr_assert_eq(atomic_load(&c2.completing), 1,
+                 "%s: wait_for_all with a huge timeout returned before the op was completed",
+                 tu_kind_name(g_kind));
     pthread_join(th, NULL);
+    cr_assert_eq(atomic_load(&c2.saw_waiter_parked), 1,
+                 "%s: wait_for_all was not seen asleep before the op was completed",
+                 tu_kind_name(g_kind));
     cr_assert_eq(atomic_load(&c2.status), ORDO_OK, "%s", tu_kind_name(g_kind));
     destroy_engine(e);
   }
@@ -274,13 +295,27 @@ typedef struct waiter_arg {
   ordo_var v;
   atomic_int* returned;
   atomic_int status;
+  atomic_int tid; /* set just before the wait */
 } waiter_arg;
 
 static void* waiter_main(void* p) {
   waiter_arg* a = p;
+  atomic_store(&a->tid, tu_gettid());
   atomic_store(&a->status, ordo_wait_for_var(a->e, a->v));
   atomic_fetch_add(a->returned, 1);
   return NULL;
+}
+
+/* Waits (up to 5 s) until the waiter is parked in its wait (asleep in a futex). A sleep, instead,
+ * lets a late waiter make its call after the step it was meant to wait through: the test then
+ * checks less without saying so. */
+static void assert_waiter_parked(waiter_arg* a, const char* what) {
+  uint64_t deadline = tu_now_ms() + 5000;
+  while (atomic_load(&a->tid) == 0 && tu_now_ms() < deadline) tu_sleep_us(50);
+  cr_assert_neq(atomic_load(&a->tid), 0, "%s: the waiting thread never ran", tu_kind_name(g_kind));
+  cr_assert(tu_wait_thread_parked(atomic_load(&a->tid), SYS_futex, -1, 5000),
+            "%s: the waiting thread was not seen asleep %s within 5 s (it returned %s)",
+            tu_kind_name(g_kind), what, ordo_status_string(atomic_load(&a->status)));
 }
 
 Test(wait, many_threads_wait_on_one_var) {
@@ -301,9 +336,11 @@ Test(wait, many_threads_wait_on_one_var) {
       args[i].v = v;
       args[i].returned = &returned;
       atomic_init(&args[i].status, -1);
+      atomic_init(&args[i].tid, 0);
       cr_assert_eq(pthread_create(&th[i], NULL, waiter_main, &args[i]), 0);
     }
-    tu_sleep_ms(50);
+    /* Every waiter in its wait before the op completes (else it tests nothing). */
+    for (int i = 0; i < W; ++i) assert_waiter_parked(&args[i], "in its wait");
     cr_assert_eq(atomic_load(&returned), 0, "%s: a waiter returned before the op completed",
                  tu_kind_name(g_kind));
     ST(ordo_complete(h, 0, NULL), ORDO_OK);
@@ -798,6 +835,7 @@ static void start_waiter(waiter_arg* a, pthread_t* th, ordo_engine* e, ordo_var 
   a->v = v;
   a->returned = returned;
   atomic_init(&a->status, -1);
+  atomic_init(&a->tid, 0);
   cr_assert_eq(pthread_create(th, NULL, waiter_main, a), 0);
 }
 
@@ -887,7 +925,7 @@ static void check_wait_between_readers(bool queued_first) {
     waiter_arg a;
     pthread_t th;
     start_waiter(&a, &th, e, v, &returned);
-    tu_sleep_ms(50); /* the waiter is in its wait by now (if not, the test checks less) */
+    assert_waiter_parked(&a, "in its wait"); /* before the reader after it is pushed */
     ST(ordo_opr_push(e, hold_fn, &after, &v, 1, NULL, 0, NULL), ORDO_OK);
     if (queued_first) ST(ordo_complete(writer, 0, NULL), ORDO_OK);
     cr_assert(tu_wait_eq(&after.started, 1, 5000),
@@ -952,8 +990,7 @@ Test(wait, a_wait_after_a_push_while_a_mark_is_pending_orders_nothing) {
 }
 
 /* A reader holds v while a wait times out (its mark stays on v), and a second reader runs beside
- * it; then another thread waits on v, behind that mark (by the time this returns, if not, the
- * tests using it check less). */
+ * it; then another thread waits on v, behind that mark: parked there when this returns. */
 typedef struct behind_setup {
   hold_ctx first, between;
   atomic_int returned;
@@ -972,7 +1009,25 @@ static void start_a_wait_behind_a_mark(behind_setup* b, ordo_engine* e, ordo_var
   cr_assert(tu_wait_eq(&b->between.started, 1, 5000), "%s: the second reader never ran", kind);
   atomic_init(&b->returned, 0);
   start_waiter(&b->a, &b->th, e, v, &b->returned);
-  tu_sleep_ms(50);
+  assert_waiter_parked(&b->a, "behind the mark");
+}
+
+/* Lets the first reader go, so that the mark behind it fires: returns once the waiter has woken
+ * and gone back to sleep (begun again, behind the second reader), so that a wait that returned
+ * then, too early, has done so before the test goes on. */
+static void release_the_first_reader(behind_setup* b) {
+  const long slept = tu_thread_sleeps(atomic_load(&b->a.tid));
+  cr_assert_geq(slept, 0, "no voluntary_ctxt_switches in /proc/self/task/TID/status");
+  atomic_store(&b->first.release, 1);
+  uint64_t deadline = tu_now_ms() + 5000;
+  bool asleep_again = false;
+  while (!asleep_again && atomic_load(&b->returned) == 0 && tu_now_ms() < deadline) {
+    asleep_again = tu_wait_thread_parked(atomic_load(&b->a.tid), SYS_futex, slept, 20);
+  }
+  cr_assert(asleep_again || atomic_load(&b->returned) != 0,
+            "%s: the wait was not seen waking and sleeping again within 5 s of the release of "
+            "the reader before its mark",
+            tu_kind_name(g_kind));
 }
 
 /* The same wait, untimed, from another thread: it returns only once every op pushed before it
@@ -994,8 +1049,7 @@ Test(wait, a_wait_behind_a_pending_mark_waits_for_every_earlier_op) {
               "%s: a reader pushed after a wait behind a pending mark did not start beside the "
               "readers before it",
               kind);
-    atomic_store(&b.first.release, 1);
-    tu_sleep_ms(30);
+    release_the_first_reader(&b);
     cr_assert_eq(atomic_load(&b.returned), 0,
                  "%s: the wait returned while a reader pushed before it still ran", kind);
     atomic_store(&b.between.release, 1);
@@ -1023,8 +1077,7 @@ Test(wait,
     behind_setup b;
     start_a_wait_behind_a_mark(&b, e, v);
     ST(ordo_var_delete(e, v), ORDO_OK);
-    atomic_store(&b.first.release, 1); /* the mark fires; the waiter begins again */
-    tu_sleep_ms(50);
+    release_the_first_reader(&b); /* the mark fires; the waiter begins again */
     cr_assert_eq(atomic_load(&b.returned), 0,
                  "%s: the wait returned (%s) while a reader pushed before it still ran", kind,
                  ordo_status_string(atomic_load(&b.a.status)));
@@ -1105,13 +1158,14 @@ Test(wait, expired_waits_joined_to_a_mark_do_not_pile_up) {
  * behind them and time out there, over and over. None of it may order the reader pushed at the
  * end (it releases the first), and untimed waits afterwards must each find every reader their
  * thread pushed finished. */
-enum { kPollers = 4, kPolls = 60 };
+enum { kPollers = 4, kPolls = 60, kPollsBeforeRelease = 10 };
 
 typedef struct poller_arg {
   ordo_engine* e;
   ordo_var v;
   atomic_int* phase; /* 1: the readers' release has been pushed */
   atomic_int pushed_done;
+  atomic_int rounds; /* pushes and waits made */
   ordo_status final_status;
   int missing_after_wait;
 } poller_arg;
@@ -1124,6 +1178,7 @@ static void* poller_main(void* p) {
       return NULL;
     }
     (void)ordo_wait_for_var_timeout(a->e, a->v, 50000u * (uint64_t)(1 + i % 4)); /* TIMEOUT or OK */
+    atomic_fetch_add(&a->rounds, 1);
   }
   tu_wait_eq(a->phase, 1, 10000);
   a->final_status = ordo_wait_for_var(a->e, a->v);
@@ -1150,9 +1205,15 @@ Test(wait, threads_polling_and_pushing_on_a_held_var_order_nothing) {
       args[i].v = v;
       args[i].phase = &phase;
       atomic_init(&args[i].pushed_done, 0);
+      atomic_init(&args[i].rounds, 0);
       cr_assert_eq(pthread_create(&th[i], NULL, poller_main, &args[i]), 0);
     }
-    tu_sleep_ms(5);
+    /* Every poller has pushed and waited on the held var a few times before the release (which
+     * a sleep made only likely). */
+    for (int i = 0; i < kPollers; ++i) {
+      cr_assert(tu_wait_ge(&args[i].rounds, kPollsBeforeRelease, 5000),
+                "%s: poller %d made %d rounds in 5 s", kind, i, atomic_load(&args[i].rounds));
+    }
     ST(ordo_opr_push(e, release_fn, &r, &v, 1, NULL, 0, NULL), ORDO_OK);
     atomic_store(&phase, 1);
     for (int i = 0; i < kPollers; ++i) pthread_join(th[i], NULL);
@@ -1185,7 +1246,7 @@ Test(wait, concurrent_waits_on_a_read_var_all_return) {
     waiter_arg args[W];
     pthread_t th[W];
     for (int i = 0; i < W; ++i) start_waiter(&args[i], &th[i], e, v, &returned);
-    tu_sleep_ms(50);
+    for (int i = 0; i < W; ++i) assert_waiter_parked(&args[i], "in its wait");
     cr_assert_eq(atomic_load(&returned), 0, "%s: a wait returned while the reader ran",
                  tu_kind_name(g_kind));
     atomic_store(&r.release, 1);
