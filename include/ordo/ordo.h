@@ -549,9 +549,11 @@ ORDO_API ordo_status ordo_exec_get_info(const ordo_exec* exec, ordo_exec_info* i
  * pushed on v until then, by any thread. (With nothing pushed on v since, it shares the earlier
  * wait's outcome.) So an op pushed on v while a wait is in progress must not depend on that
  * wait returning, and ordo_wait_for_var_timeout may time out because of such ops.
- * INVALID_HANDLE: v was deleted before the call, or while the wait was in progress; in that
- * second case only once the delete, and so every op pushed on v before the wait, has finished
- * (a timed wait whose timeout comes first returns TIMEOUT).
+ * INVALID_HANDLE: v was deleted before the call; or it was deleted while the wait was in
+ * progress before the wait had a mark of its own queued on v (it was waiting behind an earlier
+ * wait's mark), and then only once the delete, and so every op pushed on v before the wait,
+ * has finished (a timed wait whose timeout comes first returns TIMEOUT). A delete pushed after
+ * the wait's own mark is ordered after it: that wait returns as if no delete had come.
  * Returns ORDO_ERR_OP_FAILED if v is then in an error state (the message names the failing op,
  * its code and message; ordo_var_get_error gives the code). Called from inside an op of the
  * same engine it returns ORDO_ERR_WOULD_DEADLOCK at once instead of waiting (the op itself, or
