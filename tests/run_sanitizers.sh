@@ -49,7 +49,7 @@ run_asan() {
   # -fno-sanitize-recover: the first UBSan finding aborts the test process (a Criterion crash),
   # besides being written to the log files below.
   configure "$dir" -Db_sanitize=address,undefined -Db_lundef=false -Dstatic_libstdcxx=false \
-    -Dc_args=-fno-sanitize-recover=all -Dcpp_args=-fno-sanitize-recover=all
+    -Dinvariants=true -Dc_args=-fno-sanitize-recover=all -Dcpp_args=-fno-sanitize-recover=all
   ninja -C "$dir" -j "$jobs" tests/ordo_tests >/dev/null
   echo "   built in $(elapsed "$t0")"
 
@@ -97,7 +97,8 @@ run_tsan() {
   if ${CXX:-c++} -Werror -Wno-tsan -fsyntax-only -x c++ /dev/null 2>/dev/null; then
     cxx_flags=(-Dcpp_args=-Wno-tsan)
   fi
-  configure "$dir" -Db_sanitize=thread -Db_lundef=false -Dstatic_libstdcxx=false "${cxx_flags[@]}"
+  configure "$dir" -Db_sanitize=thread -Db_lundef=false -Dstatic_libstdcxx=false -Dinvariants=true \
+    "${cxx_flags[@]}"
   ninja -C "$dir" -j "$jobs" tests/ordo_tests_shim >/dev/null
   echo "   built in $(elapsed "$t0")"
 

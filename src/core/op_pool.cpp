@@ -1,5 +1,7 @@
 #include "core/op_pool.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <new>
 
 #include "core/handle_bits.h"
@@ -32,6 +34,15 @@ OpBlock* OpPool::take(OpCache* c, OpPool* pool) {
   OpBlock* op = c->loaded.head;
   c->loaded.head = op->next;
   --c->loaded.count;
+#ifdef ORDO_CHECK_INVARIANTS
+  // A block still in use sitting in a free list: released twice, or while it ran. Two pushes
+  // would share it, and one op's completion would be lost (issue #21 suspected this).
+  if (OpLife::state(op->life().load(std::memory_order_acquire)) != OpState::kFree) {
+    std::fprintf(stderr, "ordo: invariant broken: op block %u handed out while still in use\n",
+                 op->index);
+    std::abort();
+  }
+#endif
   // The next push writes the next block's first two lines, which a worker on another core
   // probably touched last: start fetching them now so the miss overlaps this push's work.
   if (OpBlock* next = c->loaded.head) {
