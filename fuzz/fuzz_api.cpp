@@ -8,9 +8,10 @@
 // made-up handles; NULL arrays; good and bad options; directly or through a prepared op;
 // callbacks that succeed, fail, throw, defer, complete themselves once or twice, push children,
 // try to wait), waits (untimed when the model says they finish, short timeouts when it says they
-// cannot, or short timeouts that may expire), completions of deferred ops (now, later, twice, or
-// made-up handles), clear_error, get_error, stale exec handles, a few engine calls, and bursts of
-// 65-128 pushes (past the helping engine's window).
+// cannot, or short timeouts that may expire), completions of deferred ops (now, later, twice,
+// made-up handles, or on a completer thread while this one's timed waits run out), clear_error,
+// get_error, stale exec handles, a few engine calls, and bursts of 65-128 pushes (past the helping
+// engine's window).
 //
 // Status oracle: the set of errors the header documents for the arguments given (any of them
 // when several apply), else ORDO_OK. Behaviour oracle: the naive engine runs everything inside
@@ -25,11 +26,13 @@
 
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -64,6 +67,60 @@ struct EngineInfo {
 };
 
 EngineInfo g_engines[kEngines];
+
+// A thread of the harness's own that calls ordo_complete while the harness thread goes on with
+// timed waits and polls: a thread that neither pushes nor runs ops finishing an op (and running
+// the wait marks it releases) while another thread's timed wait runs out, the race issue #21's
+// hang came from and that no input could make while every completion was the harness's.
+class Completer {
+ public:
+  Completer() : thread_([this] { loop(); }) {}
+  // Hands one completion over; join() waits for it and returns what ordo_complete returned.
+  void start(ordo_completion c, int32_t code, const char* message) {
+    std::lock_guard<std::mutex> g(mutex_);
+    job_ = {c, code, message};
+    pending_ = true;
+    cv_.notify_all();
+  }
+  ordo_status join() {
+    std::unique_lock<std::mutex> g(mutex_);
+    cv_.wait(g, [this] { return !pending_; });
+    return status_;
+  }
+
+ private:
+  struct Job {
+    ordo_completion c;
+    int32_t code;
+    const char* message;
+  };
+  [[noreturn]] void loop() {
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock<std::mutex> g(mutex_);
+        cv_.wait(g, [this] { return pending_ && !running_; });
+        job = job_;
+        running_ = true;
+      }
+      ordo_status s = ordo_complete(job.c, job.code, job.message);
+      std::lock_guard<std::mutex> g(mutex_);
+      status_ = s;
+      running_ = false;
+      pending_ = false;
+      cv_.notify_all();
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  Job job_{};
+  bool pending_ = false;
+  bool running_ = false;
+  ordo_status status_ = ORDO_OK;
+  std::thread thread_;  // last: it starts once the fields above exist
+};
+
+Completer* g_completer = nullptr;  // made once per process, never joined (libFuzzer exits)
 
 ordo_engine* make_engine(int32_t kind, bool helping) {
   ordo_engine_config cfg;
@@ -274,6 +331,7 @@ class Session {
                             const ordo_var* mv, size_t nm, const ordo_push_opts* opts,
                             StatusSet errors);
   void step_complete();
+  void complete_racing_waits(OpRecord* r, ordo_completion c, int32_t code, const char* msg);
   void step_wait_var();
   void step_wait_all();
   void step_get_error();
@@ -606,7 +664,9 @@ void Session::step_complete() {
     return;
   }
   ordo_completion c = await_completion(r);
-  if (n.state == Node::kDeferred) {
+  if (n.state == Node::kDeferred && (k & 0x18) == 0x18) {
+    complete_racing_waits(r, c, code, msg);
+  } else if (n.state == Node::kDeferred) {
     FUZZ_TRACE("complete op %d with %d\n", r->id, code);
     r->completed_by_harness.store(true);
     EXPECT_STATUS(ordo_complete(c, code, msg), 0);
@@ -614,6 +674,44 @@ void Session::step_complete() {
   } else {  // already completed: by the harness or inside the callback
     EXPECT_STATUS(ordo_complete(c, code, msg), bit(ORDO_ERR_INVALID_HANDLE));
   }
+}
+
+// The completion goes to the completer thread; meanwhile this thread waits on a var (timed,
+// or a poll) and for all work (timed), with timeouts from 0 to 2 ms, so that a timeout runs out
+// while the op and the wait marks it releases are being finished on the other thread. A wait
+// that returns must agree with the model, which counts the op completed from the hand-over on.
+void Session::complete_racing_waits(OpRecord* r, ordo_completion c, int32_t code, const char* msg) {
+  static const uint64_t kRaceTimeouts[4] = {0, 1000, 100000, 2000000};
+  FUZZ_TRACE("complete op %d with %d on the completer thread\n", r->id, code);
+  r->completed_by_harness.store(true);
+  g_completer->start(c, code, msg);
+  model_.complete(r->node, code);
+  VarPick p = pick_var();
+  const uint64_t t = kRaceTimeouts[in_.below(4)];
+  if (p.var >= 0) {
+    StatusSet result = bit(ORDO_ERR_TIMEOUT);
+    if (t != 0) {  // a poll pushes nothing: the model has no node for it
+      const Node& n = model_.node(model_.push_wait(p.var));
+      if (n.state == Node::kDone) result |= n.saw.empty() ? bit(ORDO_OK) : bit(ORDO_ERR_OP_FAILED);
+    } else if (model_.var_quiet(p.var)) {
+      result |= bit(ORDO_OK) | bit(ORDO_ERR_OP_FAILED);
+    }
+    fuzz::Watchdog::Scope hang("ordo_wait_for_var_timeout racing a completion", kHangSeconds);
+    fuzz::check_status(__FILE__, __LINE__, "ordo_wait_for_var_timeout racing a completion",
+                       ordo_wait_for_var_timeout(e_, p.value, t), result);
+  }
+  {
+    fuzz::Watchdog::Scope hang("ordo_wait_for_all_timeout racing a completion", kHangSeconds);
+    ordo_status s = ordo_wait_for_all_timeout(e_, t);
+    StatusSet result = bit(ORDO_ERR_TIMEOUT);
+    if (model_.all_done())
+      result |= model_.failure_pending() ? bit(ORDO_ERR_OP_FAILED) : bit(ORDO_OK);
+    fuzz::check_status(__FILE__, __LINE__, "ordo_wait_for_all_timeout racing a completion", s,
+                       result);
+    if (s != ORDO_ERR_TIMEOUT) model_.take_failure();  // a wait that returned took the record
+  }
+  fuzz::Watchdog::Scope hang("the completer's ordo_complete", kHangSeconds);
+  EXPECT_STATUS(g_completer->join(), 0);
 }
 
 // ---- waits -----------------------------------------------------------------------------------
@@ -925,6 +1023,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     unsetenv(v);
   }
   fuzz_api::init_engines();
+  fuzz_api::g_completer = new fuzz_api::Completer();
   return 0;
 }
 
