@@ -572,3 +572,59 @@ Test(refcount, destroy_while_a_pusher_is_preempted_mid_push_on_one_cpu, .timeout
     cr_assert_eq(ordo_engine_release(e), ORDO_OK);
   }
 }
+
+/* ordo_complete needs no reference and never drains or frees its engine on the calling thread
+ * (issue #21's loose end, from when it took a reference): from inside a free_fn that the last
+ * release runs (a prepared op never deleted: "inside an op" of the engine being released), a
+ * stale completion of that engine is refused, a live one of another engine completes, and the
+ * engine is freed only once the release returns, on the releasing thread. */
+static ordo_completion g_stale_completion;
+static ordo_completion g_other_completion;
+static atomic_int g_free_fn_complete_status[2];
+
+static int32_t op_defer_other(ordo_exec* x, void* ud) {
+  (void)ud;
+  ordo_exec_defer(x, &g_other_completion);
+  return 0;
+}
+
+static void free_fn_completes(void* ud) {
+  (void)ud;
+  atomic_store(&g_free_fn_complete_status[0], ordo_complete(g_stale_completion, 0, NULL));
+  atomic_store(&g_free_fn_complete_status[1], ordo_complete(g_other_completion, 0, NULL));
+}
+
+static int32_t op_defer_stale(ordo_exec* x, void* ud) {
+  (void)ud;
+  ordo_exec_defer(x, &g_stale_completion);
+  return 0;
+}
+
+Test(refcount, complete_from_a_free_fn_run_by_the_last_release, .timeout = 20.0) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  ordo_engine* other = make_engine(ORDO_ENGINE_PER_DEVICE);
+  /* A completion of e that is stale by the time the free_fn uses it. */
+  g_stale_completion = 0;
+  cr_assert_eq(ordo_opr_push(e, op_defer_stale, NULL, NULL, 0, NULL, 0, NULL), ORDO_OK);
+  while (g_stale_completion == 0) sched_yield();
+  cr_assert_eq(ordo_complete(g_stale_completion, 0, NULL), ORDO_OK);
+  cr_assert_eq(ordo_wait_for_all(e), ORDO_OK);
+  /* A deferred op of the other engine, completed from inside e's free_fn. */
+  g_other_completion = 0;
+  cr_assert_eq(ordo_opr_push(other, op_defer_other, NULL, NULL, 0, NULL, 0, NULL), ORDO_OK);
+  while (g_other_completion == 0) sched_yield();
+  ordo_push_opts o;
+  ordo_push_opts_init(&o);
+  o.free_fn = free_fn_completes;
+  ordo_opr p;
+  cr_assert_eq(ordo_opr_new(e, op_noop, NULL, NULL, 0, NULL, 0, &o, &p), ORDO_OK);
+  for (int i = 0; i < 2; i++) atomic_store(&g_free_fn_complete_status[i], -1);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK); /* the last reference: runs the free_fn */
+  cr_assert_eq(atomic_load(&g_free_fn_complete_status[0]), ORDO_ERR_INVALID_HANDLE,
+               "a stale completion of the engine being released");
+  cr_assert_eq(atomic_load(&g_free_fn_complete_status[1]), ORDO_OK,
+               "a live completion of another engine");
+  cr_assert_eq(ordo_engine_retain(e), ORDO_ERR_INVALID_HANDLE, "freed once destroy returned");
+  cr_assert_eq(ordo_wait_for_all(other), ORDO_OK);
+  cr_assert_eq(ordo_engine_destroy(other), ORDO_OK);
+}

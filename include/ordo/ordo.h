@@ -505,6 +505,11 @@ ORDO_API ordo_status ordo_exec_defer(ordo_exec* exec, ordo_completion* out);
  * Completes a deferred op with code (0 = success, else the failure code, as a callback's return
  * value) and an optional message (copied; may be NULL). Any thread. The second call for one
  * handle, or a stale or made-up handle, returns ORDO_ERR_INVALID_HANDLE and changes nothing.
+ * Needs no reference to the engine, and never drains or frees it: safe from inside an op (or
+ * free_fn) of the same engine, also while another thread lets the engine's last reference go
+ * (that drain waits for the calling op, and the engine is freed only after this call returns,
+ * on whichever thread lets go of it last; never on a thread inside one of its ops). A completion
+ * of a freed engine's op returns ORDO_ERR_INVALID_HANDLE.
  */
 ORDO_API ordo_status ordo_complete(ordo_completion c, int32_t code, const char* message);
 
