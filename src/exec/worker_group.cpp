@@ -44,8 +44,12 @@ ordo_status WorkerGroup::start() {
       pthread_setname_np(threads_vec_.back().native_handle(), name);
     }
   } catch (const std::exception&) {
-    // Threads that did start serve the queue; report the shortfall only if none did.
-    if (threads_vec_.empty()) return ORDO_ERR_NO_MEMORY;
+    // Threads that did start serve the queue; report the shortfall only if none did. Then the
+    // workers go too: a later first op tries again, and must not add a second set beside them.
+    if (threads_vec_.empty()) {
+      workers_.clear();
+      return ORDO_ERR_NO_MEMORY;
+    }
     threads_ = static_cast<int32_t>(threads_vec_.size());
   }
   started_.store(true, std::memory_order_release);
