@@ -19,8 +19,8 @@ run() {
   local seconds=$1 prog a
   shift
   for a in "$@"; do
-    case $a in env | *=* | bash | python3) continue ;; esac
-    prog=$(basename "$a")
+    case $a in env | *=* | bash | python3 | -*) continue ;; esac
+    prog=$(basename -- "$a")
     break
   done
   bash "$here/with_timeout.sh" "$step_name: ${prog:-$1}" "$seconds" "$@"

@@ -578,25 +578,31 @@ Test(refcount, destroy_while_a_pusher_is_preempted_mid_push_on_one_cpu, .timeout
  * release runs (a prepared op never deleted: "inside an op" of the engine being released), a
  * stale completion of that engine is refused, a live one of another engine completes, and the
  * engine is freed only once the release returns, on the releasing thread. */
-static ordo_completion g_stale_completion;
-static ordo_completion g_other_completion;
+static _Atomic ordo_completion g_stale_completion;
+static _Atomic ordo_completion g_other_completion;
 static atomic_int g_free_fn_complete_status[2];
 
 static int32_t op_defer_other(ordo_exec* x, void* ud) {
   (void)ud;
-  ordo_exec_defer(x, &g_other_completion);
+  ordo_completion c = 0;
+  ordo_exec_defer(x, &c);
+  atomic_store(&g_other_completion, c);
   return 0;
 }
 
 static void free_fn_completes(void* ud) {
   (void)ud;
-  atomic_store(&g_free_fn_complete_status[0], ordo_complete(g_stale_completion, 0, NULL));
-  atomic_store(&g_free_fn_complete_status[1], ordo_complete(g_other_completion, 0, NULL));
+  atomic_store(&g_free_fn_complete_status[0],
+               ordo_complete(atomic_load(&g_stale_completion), 0, NULL));
+  atomic_store(&g_free_fn_complete_status[1],
+               ordo_complete(atomic_load(&g_other_completion), 0, NULL));
 }
 
 static int32_t op_defer_stale(ordo_exec* x, void* ud) {
   (void)ud;
-  ordo_exec_defer(x, &g_stale_completion);
+  ordo_completion c = 0;
+  ordo_exec_defer(x, &c);
+  atomic_store(&g_stale_completion, c);
   return 0;
 }
 
@@ -604,15 +610,15 @@ Test(refcount, complete_from_a_free_fn_run_by_the_last_release, .timeout = 20.0)
   ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
   ordo_engine* other = make_engine(ORDO_ENGINE_PER_DEVICE);
   /* A completion of e that is stale by the time the free_fn uses it. */
-  g_stale_completion = 0;
+  atomic_store(&g_stale_completion, 0);
   cr_assert_eq(ordo_opr_push(e, op_defer_stale, NULL, NULL, 0, NULL, 0, NULL), ORDO_OK);
-  while (g_stale_completion == 0) sched_yield();
-  cr_assert_eq(ordo_complete(g_stale_completion, 0, NULL), ORDO_OK);
+  while (atomic_load(&g_stale_completion) == 0) sched_yield();
+  cr_assert_eq(ordo_complete(atomic_load(&g_stale_completion), 0, NULL), ORDO_OK);
   cr_assert_eq(ordo_wait_for_all(e), ORDO_OK);
   /* A deferred op of the other engine, completed from inside e's free_fn. */
-  g_other_completion = 0;
+  atomic_store(&g_other_completion, 0);
   cr_assert_eq(ordo_opr_push(other, op_defer_other, NULL, NULL, 0, NULL, 0, NULL), ORDO_OK);
-  while (g_other_completion == 0) sched_yield();
+  while (atomic_load(&g_other_completion) == 0) sched_yield();
   ordo_push_opts o;
   ordo_push_opts_init(&o);
   o.free_fn = free_fn_completes;
