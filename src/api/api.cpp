@@ -34,6 +34,18 @@ ordo_status guarded(const char* fn_name, F&& body) noexcept {
   }
 }
 
+// The one way an entry point that takes an engine starts: inside guarded(), the engine
+// resolved (INVALID_ARGUMENT for NULL, INVALID_HANDLE for a pointer ordo never handed out or
+// whose engine is gone), then `body(engine, fn_name)`.
+template <class F>
+ordo_status with_engine(const char* fn_name, ordo_engine* e, F&& body) noexcept {
+  return guarded(fn_name, [&](const char* api) -> ordo_status {
+    Engine* engine;
+    if (ordo_status s = resolve_engine(e, &engine)) return s;
+    return body(engine, api);
+  });
+}
+
 ordo_status null_arg(const char* fn_name, const char* arg) {
   return fail(ORDO_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn_name, arg);
 }
@@ -209,9 +221,7 @@ ORDO_API ordo_status ordo_engine_release(ordo_engine* e) {
 }
 
 ORDO_API ordo_status ordo_engine_get_config(ordo_engine* e, ordo_engine_config* out) {
-  return guarded(__func__, [&](const char* api) -> ordo_status {
-    Engine* engine;
-    if (ordo_status s = resolve_engine(e, &engine)) return s;
+  return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
     if (!out) return null_arg(api, "out");
     if (ordo_status s =
             check_out_struct(api, "out", out->struct_size, "use ordo_engine_config_init")) {
@@ -231,9 +241,7 @@ ORDO_API ordo_status ordo_engine_get_config(ordo_engine* e, ordo_engine_config* 
 }
 
 ORDO_API ordo_status ordo_engine_stats(ordo_engine* e, ordo_stats* out) {
-  return guarded(__func__, [&](const char* api) -> ordo_status {
-    Engine* engine;
-    if (ordo_status s = resolve_engine(e, &engine)) return s;
+  return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
     if (!out) return null_arg(api, "out");
     if (ordo_status s =
             check_out_struct(api, "out", out->struct_size, "set it to sizeof(ordo_stats)")) {
@@ -249,9 +257,7 @@ ORDO_API ordo_status ordo_engine_stats(ordo_engine* e, ordo_stats* out) {
 }
 
 ORDO_API ordo_status ordo_engine_dump(ordo_engine* e, FILE* out) {
-  return guarded(__func__, [&](const char* api) -> ordo_status {
-    Engine* engine;
-    if (ordo_status s = resolve_engine(e, &engine)) return s;
+  return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
     if (!out) return null_arg(api, "out");
     engine->dump(out);
     return ORDO_OK;
@@ -259,9 +265,7 @@ ORDO_API ordo_status ordo_engine_dump(ordo_engine* e, FILE* out) {
 }
 
 ORDO_API ordo_status ordo_engine_write_trace(ordo_engine* e, const char* path) {
-  return guarded(__func__, [&](const char* api) -> ordo_status {
-    Engine* engine;
-    if (ordo_status s = resolve_engine(e, &engine)) return s;
+  return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
     if (!path) return null_arg(api, "path");
     if (!*path) return fail(ORDO_ERR_INVALID_ARGUMENT, "%s: path is empty", api);
     return engine->write_trace(path);
@@ -269,43 +273,37 @@ ORDO_API ordo_status ordo_engine_write_trace(ordo_engine* e, const char* path) {
 }
 
 ORDO_API ordo_status ordo_device_count(int32_t* out) {
-  if (!out) return null_arg(__func__, "out");
-  *out = device_count();
-  return ORDO_OK;
+  return guarded(__func__, [&](const char* api) -> ordo_status {
+    if (!out) return null_arg(api, "out");
+    *out = device_count();
+    return ORDO_OK;
+  });
 }
 
 // ---- variables ---------------------------------------------------------------------------------
 
 ORDO_API ordo_status ordo_var_new(ordo_engine* e, ordo_var* out) {
-  return guarded(__func__, [&](const char* api) -> ordo_status {
-    Engine* engine;
-    if (ordo_status s = resolve_engine(e, &engine)) return s;
+  return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
     if (!out) return null_arg(api, "out");
     return engine->var_new(out);
   });
 }
 
 ORDO_API ordo_status ordo_var_delete(ordo_engine* e, ordo_var v) {
-  return guarded(__func__, [&](const char*) -> ordo_status {
-    Engine* engine;
-    if (ordo_status s = resolve_engine(e, &engine)) return s;
+  return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
     return engine->var_delete(v);
   });
 }
 
 ORDO_API ordo_status ordo_var_clear_error(ordo_engine* e, ordo_var v) {
-  return guarded(__func__, [&](const char*) -> ordo_status {
-    Engine* engine;
-    if (ordo_status s = resolve_engine(e, &engine)) return s;
+  return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
     return engine->var_clear_error(v);
   });
 }
 
 ORDO_API ordo_status ordo_var_get_error(ordo_engine* e, ordo_var v, int32_t* code, char* buf,
                                         size_t cap) {
-  return guarded(__func__, [&](const char* api) -> ordo_status {
-    Engine* engine;
-    if (ordo_status s = resolve_engine(e, &engine)) return s;
+  return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
     if (!code) return null_arg(api, "code");
     return engine->var_get_error(v, code, buf, cap);
   });
@@ -321,9 +319,7 @@ ORDO_API ordo_status ordo_opr_push(ordo_engine* e, ordo_fn fn, void* user_data,
                                    const ordo_var* const_vars, size_t num_const,
                                    const ordo_var* mutable_vars, size_t num_mutable,
                                    const ordo_push_opts* opts) {
-  return guarded(__func__, [&](const char* api) -> ordo_status {
-    Engine* engine;
-    if (ordo_status s = resolve_engine(e, &engine)) return s;
+  return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
     OpSpec spec;
     if (ordo_status s = make_spec(api, fn, user_data, const_vars, num_const, mutable_vars,
                                   num_mutable, opts, &spec)) {
@@ -337,9 +333,7 @@ ORDO_API ordo_status ordo_opr_new(ordo_engine* e, ordo_fn fn, void* user_data,
                                   const ordo_var* const_vars, size_t num_const,
                                   const ordo_var* mutable_vars, size_t num_mutable,
                                   const ordo_push_opts* opts, ordo_opr* out) {
-  return guarded(__func__, [&](const char* api) -> ordo_status {
-    Engine* engine;
-    if (ordo_status s = resolve_engine(e, &engine)) return s;
+  return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
     if (!out) return null_arg(api, "out");
     OpSpec spec;
     if (ordo_status s = make_spec(api, fn, user_data, const_vars, num_const, mutable_vars,
@@ -354,17 +348,13 @@ ORDO_API ordo_status ordo_opr_new(ordo_engine* e, ordo_fn fn, void* user_data,
 }
 
 ORDO_API ordo_status ordo_opr_push_prepared(ordo_engine* e, ordo_opr opr, int32_t priority) {
-  return guarded(__func__, [&](const char*) -> ordo_status {
-    Engine* engine;
-    if (ordo_status s = resolve_engine(e, &engine)) return s;
+  return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
     return engine->prepared_push(opr, priority);
   });
 }
 
 ORDO_API ordo_status ordo_opr_delete(ordo_engine* e, ordo_opr opr) {
-  return guarded(__func__, [&](const char*) -> ordo_status {
-    Engine* engine;
-    if (ordo_status s = resolve_engine(e, &engine)) return s;
+  return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
     return engine->prepared_delete(opr);
   });
 }
@@ -436,33 +426,25 @@ ORDO_API ordo_status ordo_exec_get_info(const ordo_exec* exec, ordo_exec_info* i
 // ---- waiting -----------------------------------------------------------------------------------
 
 ORDO_API ordo_status ordo_wait_for_var(ordo_engine* e, ordo_var v) {
-  return guarded(__func__, [&](const char*) -> ordo_status {
-    Engine* engine;
-    if (ordo_status s = resolve_engine(e, &engine)) return s;
+  return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
     return engine->wait_for_var(v, nullptr);
   });
 }
 
 ORDO_API ordo_status ordo_wait_for_var_timeout(ordo_engine* e, ordo_var v, uint64_t timeout_ns) {
-  return guarded(__func__, [&](const char*) -> ordo_status {
-    Engine* engine;
-    if (ordo_status s = resolve_engine(e, &engine)) return s;
+  return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
     return engine->wait_for_var(v, &timeout_ns);
   });
 }
 
 ORDO_API ordo_status ordo_wait_for_all(ordo_engine* e) {
-  return guarded(__func__, [&](const char*) -> ordo_status {
-    Engine* engine;
-    if (ordo_status s = resolve_engine(e, &engine)) return s;
+  return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
     return engine->wait_for_all(nullptr);
   });
 }
 
 ORDO_API ordo_status ordo_wait_for_all_timeout(ordo_engine* e, uint64_t timeout_ns) {
-  return guarded(__func__, [&](const char*) -> ordo_status {
-    Engine* engine;
-    if (ordo_status s = resolve_engine(e, &engine)) return s;
+  return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
     return engine->wait_for_all(&timeout_ns);
   });
 }
