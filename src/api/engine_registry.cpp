@@ -3,6 +3,7 @@
 #include <mutex>
 #include <new>
 
+#include "core/engine_lookup.h"
 #include "core/last_error.h"
 
 namespace ordo {
@@ -66,6 +67,24 @@ ordo_status drop_reference(EngineSlot* s, Engine* engine) {
   unpin_engine(s);
   return ORDO_OK;
 }
+
+}  // namespace
+
+namespace {
+
+// The registry is how core code (push lanes given back at thread exit) finds a live engine by
+// its tag: installed when the library loads, before any engine can exist.
+Engine* pin_by_tag(uint32_t tag) {
+  EngineSlot* slot = slot_for_tag(tag);
+  return slot ? pin_engine(slot) : nullptr;
+}
+void unpin_by_tag(uint32_t tag) {
+  unpin_engine(slot_for_tag(tag));
+}
+const bool g_lookup_installed = [] {
+  install_engine_lookup(EngineLookup{pin_by_tag, unpin_by_tag});
+  return true;
+}();
 
 }  // namespace
 

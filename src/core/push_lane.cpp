@@ -2,8 +2,8 @@
 
 #include <pthread.h>
 
-#include "api/engine_registry.h"
 #include "core/engine.h"
+#include "core/engine_lookup.h"
 #include "core/hot_tls.h"
 
 namespace ordo {
@@ -26,11 +26,11 @@ struct LaneEntry {
 // when it is gone.
 template <class F>
 bool with_entry_engine(const LaneEntry& e, F&& fn) {
-  EngineSlot* slot = slot_for_tag(e.tag);
-  Engine* engine = slot ? pin_engine(slot) : nullptr;
+  const EngineLookup& lookup = engine_lookup();
+  Engine* engine = lookup.pin ? lookup.pin(e.tag) : nullptr;
   if (!engine) return false;
   const bool result = engine->uid() == e.uid && fn(engine);
-  unpin_engine(slot);
+  lookup.unpin(e.tag);
   return result;
 }
 

@@ -1,0 +1,17 @@
+#include "core/engine_lookup.h"
+
+namespace ordo {
+
+namespace {
+EngineLookup g_lookup;
+}  // namespace
+
+void install_engine_lookup(const EngineLookup& lookup) {
+  g_lookup = lookup;
+}
+
+const EngineLookup& engine_lookup() {
+  return g_lookup;
+}
+
+}  // namespace ordo
