@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "api/engine_registry.h"
+#include "core/engine_lookup.h"
 #include "internal_check.h"
 #include "ordo/ordo.h"
 
@@ -27,6 +28,15 @@ int main() {
   ordo::EngineSlot* slot = ordo::slot_of(e);
   check(slot != nullptr, "the engine pointer is a slot of the table");
   if (!slot) return 1;
+  // Core code finds live engines through the lookup the API layer installs at load time (push
+  // lanes given back at thread exit depend on it): it names this engine by its tag.
+  const ordo::EngineLookup& lookup = ordo::engine_lookup();
+  const uint32_t tag = static_cast<uint32_t>(slot - ordo::g_engine_slots) + 1;
+  check(lookup.pin != nullptr && lookup.unpin != nullptr, "the engine lookup is installed");
+  if (lookup.pin) {
+    check(lookup.pin(tag) == slot->engine.load(), "the lookup pins the engine of its tag");
+    lookup.unpin(tag);
+  }
   slot->refs.store(INT32_MAX - 1);  // as if 2^31 - 3 retains had been made
   check(ordo_engine_retain(e) == ORDO_OK, "the retain that reaches the most references works");
   check(slot->refs.load() == INT32_MAX, "the count is at its most");
