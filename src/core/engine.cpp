@@ -249,7 +249,7 @@ Engine::~Engine() {
 }
 
 ordo_status Engine::start() {
-  if (cfg_.kind == ORDO_ENGINE_NAIVE) return started();  // every route stays inline
+  if (cfg_.kind == ORDO_ENGINE_NAIVE) return finish_start();  // every route stays inline
   groups_[kCpu] = std::make_unique<WorkerGroup>(this, "cpu", cfg_.cpu_threads);
   if (cfg_.kind == ORDO_ENGINE_POOLED) {
     for (auto& r : route_) r = groups_[kCpu].get();
@@ -262,12 +262,12 @@ ordo_status Engine::start() {
   if (groups_[kCpu]->ensure_started() != ORDO_OK) {
     return fail(ORDO_ERR_NO_MEMORY, "ordo_engine_create: could not start any worker thread");
   }
-  return started();
+  return finish_start();
 }
 
 // The create has succeeded: only now does ORDO_TRACE's path take the process's next number, so
 // that a failed create leaves no gap in them.
-ordo_status Engine::started() {
+ordo_status Engine::finish_start() {
   if (tracer_ && cfg_.trace_from_env) {
     tracer_->set_path(next_env_trace_path(tracer_->path().c_str()));
     cfg_.trace_path = tracer_->path().c_str();
@@ -278,7 +278,7 @@ ordo_status Engine::started() {
 
 void Engine::shutdown() {
   std::lock_guard<std::mutex> g(shutdown_mutex_);
-  if (shut_down_) return;
+  if (drained_) return;
   shutting_down_.store(true, std::memory_order_seq_cst);
   // Pairs with the light fence in push_resolved: every push either counted itself before this
   // point (and is waited for below) or sees shutting_down_ and backs out.
@@ -287,7 +287,7 @@ void Engine::shutdown() {
   for (auto& group : groups_) {
     if (group) group->stop_and_join();
   }
-  shut_down_ = true;
+  drained_ = true;
   // An engine whose create failed never existed for the caller: it must not replace the file.
   if (tracer_ && started_) {
     KeepLastError keep;  // destroy returns ORDO_OK: the caller's message must survive it

@@ -141,7 +141,7 @@ class Engine {
   void cancel_wait_reservation(VarSlot* slot);
   template <class F>
   ordo_status with_var_locked(ordo_var h, F&& f);
-  ordo_status started();
+  ordo_status finish_start();  // the create succeeded: records it (ORDO_TRACE numbering)
   int64_t user_pending_now() const;
   // A throttled pusher waits until at most this many ops are pending.
   int64_t throttle_low() const { return cfg_.max_pending / 2; }
@@ -209,7 +209,7 @@ class Engine {
   std::mutex idle_mutex_;
   std::condition_variable idle_cv_;
   std::mutex shutdown_mutex_;
-  bool shut_down_ = false;
+  bool drained_ = false;  // shutdown() has drained and joined (under shutdown_mutex_)
 
   // Counters for ordo_engine_stats that the hot path does not need: internal ops (so that the
   // caller's ops can be told apart) and the failure paths.
