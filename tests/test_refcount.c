@@ -547,15 +547,7 @@ Test(refcount, destroy_while_another_reference_pushes, .timeout = 30.0) {
  * often between its count and its look at the shutdown flag, so the drain counts it. Without the
  * announce, the drain slept for good (issue #21: the version on two CPUs passed without it). */
 Test(refcount, destroy_while_a_pusher_is_preempted_mid_push_on_one_cpu, .timeout = 60.0) {
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  cpu_set_t mine;
-  cr_assert_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
-  int cpu = 0;
-  while (!CPU_ISSET(cpu, &mine)) cpu++;
-  CPU_SET(cpu, &one);
-  /* This thread, and every thread it creates from now on (workers, the pusher), on one CPU. */
-  cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0);
+  cr_assert_eq(tu_pin_to_one_cpu(), 0); /* this thread and every thread it creates */
   for (int round = 0; round < 300; round++) {
     ordo_engine* e = make_engine(ORDO_ENGINE_POOLED);
     cr_assert_eq(ordo_engine_retain(e), ORDO_OK);

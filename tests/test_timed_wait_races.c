@@ -70,15 +70,7 @@ static ordo_status bounded_wait_for_all(ordo_engine* e, int rep, const char* whi
 }
 
 static void run_reported_sequence(int32_t kind, int after_wait, int one_cpu) {
-  if (one_cpu) {
-    cpu_set_t mine, one;
-    cr_assert_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
-    int cpu = 0;
-    while (!CPU_ISSET(cpu, &mine)) cpu++;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0); /* inherited by new threads */
-  }
+  if (one_cpu) cr_assert_eq(tu_pin_to_one_cpu(), 0); /* inherited by every new thread */
   race r;
   memset(&r, 0, sizeof r);
   r.after_wait = after_wait;

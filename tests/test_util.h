@@ -181,6 +181,25 @@ static inline ordo_status tu_engine_create(int32_t kind, int32_t cpu_threads, or
   return ordo_engine_create(&cfg, out);
 }
 
+#ifdef _GNU_SOURCE
+#include <sched.h>
+/**
+ * Pins the calling thread, and every thread it creates from now on (an engine's workers too), to
+ * the first CPU it may run on: each thread is then preempted at random points whenever another
+ * one runs, which is when most of the engine's races show. Returns 0, or -1 when affinity
+ * cannot be set.
+ */
+static inline int tu_pin_to_one_cpu(void) {
+  cpu_set_t mine, one;
+  if (sched_getaffinity(0, sizeof mine, &mine) != 0) return -1;
+  int cpu = 0;
+  while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &mine)) cpu++;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  return sched_setaffinity(0, sizeof one, &one);
+}
+#endif
+
 /** Kinds with worker threads that can overlap ops (pooled, per_device). */
 static const int32_t tu_threaded_kinds[] = {ORDO_ENGINE_POOLED, ORDO_ENGINE_PER_DEVICE};
 #define TU_NUM_THREADED_KINDS 2
