@@ -519,25 +519,33 @@ static void* push_until_stopped(void* arg) {
   return NULL;
 }
 
-Test(refcount, destroy_while_another_reference_pushes, .timeout = 30.0) {
-  for (int round = 0; round < 20; round++) {
-    ordo_engine* e = make_engine(ORDO_ENGINE_POOLED);
-    cr_assert_eq(ordo_engine_retain(e), ORDO_OK);
-    atomic_store(&g_stop_pushing, 0);
-    atomic_store(&g_unexpected_push_status, ORDO_OK);
-    atomic_store(&g_pushed_ok, 0);
-    pthread_t t;
-    cr_assert_eq(pthread_create(&t, NULL, push_until_stopped, e), 0);
-    /* The other thread is pushing when destroy begins (a 1 ms sleep made that only likely). */
-    cr_assert(tu_wait_ge(&g_pushed_ok, 100, 5000), "round %d: %d pushes in 5 s", round,
+/* Destroys an engine while another thread, holding a reference of its own, keeps pushing;
+ * `min_pushes` of them have succeeded first (0: the pusher may not have started at all). */
+static void destroy_during_pushes(int round, int min_pushes) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_POOLED);
+  cr_assert_eq(ordo_engine_retain(e), ORDO_OK);
+  atomic_store(&g_stop_pushing, 0);
+  atomic_store(&g_unexpected_push_status, ORDO_OK);
+  atomic_store(&g_pushed_ok, 0);
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, push_until_stopped, e), 0);
+  if (min_pushes > 0) {
+    cr_assert(tu_wait_ge(&g_pushed_ok, min_pushes, 5000), "round %d: %d pushes in 5 s", round,
               atomic_load(&g_pushed_ok));
-    cr_assert_eq(ordo_engine_destroy(e), ORDO_OK, "round %d", round);
-    atomic_store(&g_stop_pushing, 1);
-    pthread_join(t, NULL);
-    cr_assert_eq(atomic_load(&g_unexpected_push_status), ORDO_OK, "round %d: %s", round,
-                 ordo_status_string(atomic_load(&g_unexpected_push_status)));
-    cr_assert_eq(ordo_engine_release(e), ORDO_OK);
+  } else {
+    sched_yield(); /* the pusher runs until the scheduler preempts it, anywhere in a push */
   }
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK, "round %d", round);
+  atomic_store(&g_stop_pushing, 1);
+  pthread_join(t, NULL);
+  cr_assert_eq(atomic_load(&g_unexpected_push_status), ORDO_OK, "round %d: %s", round,
+               ordo_status_string(atomic_load(&g_unexpected_push_status)));
+  cr_assert_eq(ordo_engine_release(e), ORDO_OK);
+}
+
+Test(refcount, destroy_while_another_reference_pushes, .timeout = 30.0) {
+  /* The other thread is pushing when destroy begins (a 1 ms sleep made that only likely). */
+  for (int round = 0; round < 20; round++) destroy_during_pushes(round, 100);
 }
 
 /* The same on one CPU, many times. A push that finds the engine shutting down after its lane
@@ -548,21 +556,7 @@ Test(refcount, destroy_while_another_reference_pushes, .timeout = 30.0) {
  * announce, the drain slept for good (issue #21: the version on two CPUs passed without it). */
 Test(refcount, destroy_while_a_pusher_is_preempted_mid_push_on_one_cpu, .timeout = 60.0) {
   cr_assert_eq(tu_pin_to_one_cpu(), 0); /* this thread and every thread it creates */
-  for (int round = 0; round < 300; round++) {
-    ordo_engine* e = make_engine(ORDO_ENGINE_POOLED);
-    cr_assert_eq(ordo_engine_retain(e), ORDO_OK);
-    atomic_store(&g_stop_pushing, 0);
-    atomic_store(&g_unexpected_push_status, ORDO_OK);
-    pthread_t t;
-    cr_assert_eq(pthread_create(&t, NULL, push_until_stopped, e), 0);
-    sched_yield(); /* the pusher runs until the scheduler preempts it, anywhere in a push */
-    cr_assert_eq(ordo_engine_destroy(e), ORDO_OK, "round %d", round);
-    atomic_store(&g_stop_pushing, 1);
-    pthread_join(t, NULL);
-    cr_assert_eq(atomic_load(&g_unexpected_push_status), ORDO_OK, "round %d: %s", round,
-                 ordo_status_string(atomic_load(&g_unexpected_push_status)));
-    cr_assert_eq(ordo_engine_release(e), ORDO_OK);
-  }
+  for (int round = 0; round < 300; round++) destroy_during_pushes(round, 0);
 }
 
 /* ordo_complete needs no reference and never drains or frees its engine on the calling thread
