@@ -300,7 +300,7 @@ void Engine::shutdown() {
 }
 
 bool Engine::called_from_inside() const {
-  if (tls_worker && tls_worker->group->engine() == this) return true;
+  if (tls_worker && tls_worker->group->host() == this) return true;
   // Deeper than the record goes, the frames not recorded may be this engine's: say yes, so that
   // a blocking call is refused rather than left to wait for itself.
   if (tls_busy_depth > kBusyMax) return true;
@@ -311,7 +311,7 @@ bool Engine::called_from_inside() const {
 }
 
 Worker* Engine::current_worker() const {
-  return (tls_worker && tls_worker->group->engine() == this) ? tls_worker : nullptr;
+  return (tls_worker && tls_worker->group->host() == this) ? tls_worker : nullptr;
 }
 
 void Engine::enter_worker(Worker* w) {

@@ -54,7 +54,7 @@ struct OpSpec {
 OpBlock* op_of_exec(const ordo_exec* exec);
 Worker* running_worker();
 
-class Engine {
+class Engine final : public WorkerHost {
  public:
   Engine(uint32_t tag, const EngineConfig& cfg);
   ~Engine();
@@ -113,10 +113,10 @@ class Engine {
   // when given), as "; oldest: ..."; "" when none.
   std::string oldest_pending(const VarSlot* only) const;
 
-  // --- called by workers ---
-  void enter_worker(Worker* w);
-  void execute(OpBlock* op, Worker* self);
-  void flush_completions(Worker* w);
+  // --- called by workers (WorkerHost) ---
+  void enter_worker(Worker* w) override;
+  void execute(OpBlock* op, Worker* self) override;
+  void flush_completions(Worker* w) override;
 
  private:
   enum GroupIndex { kCpu, kCpuPriority, kCopyTo, kCopyFrom, kNumGroups };

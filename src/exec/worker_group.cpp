@@ -6,12 +6,10 @@
 #include <cstdio>
 #include <system_error>
 
-#include "core/engine.h"
-
 namespace ordo {
 
-WorkerGroup::WorkerGroup(Engine* engine, const char* role, int32_t threads)
-    : engine_(engine), role_(role), threads_(threads), pause_rounds_(pause_rounds_for(threads)) {}
+WorkerGroup::WorkerGroup(WorkerHost* host, const char* role, int32_t threads)
+    : host_(host), role_(role), threads_(threads), pause_rounds_(pause_rounds_for(threads)) {}
 
 WorkerGroup::~WorkerGroup() {
   stop_and_join();
@@ -79,16 +77,16 @@ uint64_t WorkerGroup::ready_depth() {
 }
 
 void WorkerGroup::run(Worker* w) {
-  engine_->enter_worker(w);
+  host_->enter_worker(w);
   for (;;) {
     OpBlock* op = w->next;
     w->next = nullptr;
     if (!op) op = find_work(w);
     if (!op) op = wait_for_work(w);
     if (!op) break;
-    engine_->execute(op, w);
+    host_->execute(op, w);
   }
-  engine_->flush_completions(w);
+  host_->flush_completions(w);
 }
 
 // Urgent (positive-priority) ops first, then this worker's own deque (newest first: its data is
@@ -151,7 +149,7 @@ int WorkerGroup::pause_rounds_for(int32_t threads) {
 // would take the CPU from it. Completions are flushed first, so that a waiter
 // sees the engine idle as soon as it is.
 OpBlock* WorkerGroup::wait_for_work(Worker* w) {
-  engine_->flush_completions(w);
+  host_->flush_completions(w);
   for (;;) {
     if (OpBlock* op = search(w)) return op;
     uint32_t key = wake_.prepare_wait();

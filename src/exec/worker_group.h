@@ -15,12 +15,12 @@
 #include "exec/event_count.h"
 #include "exec/ready_queue.h"
 #include "exec/work_deque.h"
+#include "exec/worker_host.h"
 #include "ordo/ordo.h"
 #include "trace/trace_buffer.h"
 
 namespace ordo {
 
-class Engine;
 class WorkerGroup;
 
 struct alignas(64) Worker {
@@ -36,7 +36,7 @@ struct alignas(64) Worker {
 
 class WorkerGroup {
  public:
-  WorkerGroup(Engine* engine, const char* role, int32_t threads);
+  WorkerGroup(WorkerHost* host, const char* role, int32_t threads);
   ~WorkerGroup();
 
   bool started() const { return started_.load(std::memory_order_acquire); }
@@ -69,7 +69,7 @@ class WorkerGroup {
     return w.group == this && w.next == nullptr && op->priority >= 0 && !queue_.has_urgent();
   }
   void stop_and_join();
-  Engine* engine() const { return engine_; }
+  WorkerHost* host() const { return host_; }
   const char* role() const { return role_; }
   // Threads running, and ops ready and not yet taken (approximate while workers run).
   int32_t running_threads();
@@ -93,7 +93,7 @@ class WorkerGroup {
   bool any_work_visible() const;
   static int pause_rounds_for(int32_t threads);
 
-  Engine* engine_;
+  WorkerHost* host_;
   const char* role_;
   int32_t threads_;
   int pause_rounds_;  // search rounds that pause-spin before the yielding ones
