@@ -3,6 +3,8 @@
  * pending, ready) and leaves out the internal ops of var deletes, clear_error and waits.
  */
 #include <criterion/criterion.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "test_util.h"
@@ -288,4 +290,110 @@ Test(stats, ready_ops_are_counted_per_queue) {
     for (int p = 0; p < ORDO_STATS_QUEUES; ++p) cr_assert_eq(s.queue_ready[p], 0);
     ST(ordo_engine_destroy(e), ORDO_OK);
   }
+}
+
+/* ordo_engine_queue_stats: the engine's ready queues, device by device, as a list that can grow
+ * with devices (ordo_stats.queue_ready keeps its four fixed entries). */
+static ordo_queue_stats queue_of(ordo_engine* e, uint32_t index) {
+  ordo_queue_stats q;
+  memset(&q, 0xAB, sizeof q);
+  q.struct_size = sizeof q;
+  ST(ordo_engine_queue_stats(e, index, &q), ORDO_OK);
+  return q;
+}
+
+Test(stats, queues_are_listed_device_by_device) {
+  static const char* const per_device_names[4] = {"cpu", "prio", "h2d", "d2h"};
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    ordo_engine* e = make_engine(tu_all_kinds[k]);
+    uint32_t n = 99;
+    ST(ordo_engine_queue_count(e, &n), ORDO_OK);
+    const uint32_t want = g_kind == ORDO_ENGINE_NAIVE ? 0 : g_kind == ORDO_ENGINE_POOLED ? 1 : 4;
+    cr_assert_eq(n, want, "%s: %u queues", tu_kind_name(g_kind), n);
+    for (uint32_t i = 0; i < n; ++i) {
+      ordo_queue_stats q = queue_of(e, i);
+      cr_assert_eq(q.struct_size, sizeof q);
+      cr_assert_eq(q.queues, n);
+      cr_assert_eq(q.device_type, ORDO_DEVICE_CPU);
+      cr_assert_eq(q.device_id, 0);
+      cr_assert_eq(q.ready, 0, "%s: queue %u of an idle engine", tu_kind_name(g_kind), i);
+      cr_assert_not_null(q.name);
+      if (g_kind == ORDO_ENGINE_POOLED) {
+        cr_assert_eq(q.prop, -1, "the pooled kind's one queue runs every property");
+        cr_assert_str_eq(q.name, "cpu");
+      } else {
+        cr_assert_eq(q.prop, (int32_t)i, "per_device: queue %u runs ORDO_PROP_* %u", i, i);
+        cr_assert_str_eq(q.name, per_device_names[i]);
+      }
+      cr_assert_eq(q.workers, i == 0 ? 2u : 0u,
+                   "%s: queue %u: the CPU's 2 workers run from the start, the others start "
+                   "with their first op",
+                   tu_kind_name(g_kind), i);
+    }
+    ordo_queue_stats q;
+    memset(&q, 0, sizeof q);
+    q.struct_size = sizeof q;
+    ST(ordo_engine_queue_stats(e, n, &q), ORDO_ERR_INVALID_ARGUMENT);
+    char how_many[32];
+    snprintf(how_many, sizeof how_many, "has %u queue", n);
+    cr_assert(strstr(ordo_last_error_message(), how_many) != NULL, "%s", ordo_last_error_message());
+    ST(ordo_engine_destroy(e), ORDO_OK);
+  }
+}
+
+Test(stats, queue_stats_count_ready_ops_like_queue_ready) {
+  ordo_engine* e = NULL;
+  g_kind = ORDO_ENGINE_PER_DEVICE;
+  ST(tu_engine_create(g_kind, 1, &e), ORDO_OK); /* one CPU worker: a gate holds it */
+  tu_gate g;
+  tu_gate_init(&g);
+  ST(ordo_opr_push(e, tu_gate_fn, &g, NULL, 0, NULL, 0, NULL), ORDO_OK);
+  cr_assert(tu_wait_ge(&g.in, 1, 10000), "the gate op never ran");
+  atomic_int ran;
+  atomic_init(&ran, 0);
+  for (int i = 0; i < 3; i++)
+    ST(ordo_opr_push(e, tu_count_fn, &ran, NULL, 0, NULL, 0, NULL), ORDO_OK);
+  ordo_queue_stats q = queue_of(e, 0);
+  ordo_stats s = stats_of(e);
+  cr_assert_eq(q.ready, 3, "three ops ready behind the gate");
+  cr_assert_eq(q.ready, s.queue_ready[ORDO_PROP_NORMAL]);
+  cr_assert_eq(q.workers, 1);
+  /* A queue whose workers start with their first op. */
+  ordo_push_opts o;
+  ordo_push_opts_init(&o);
+  o.prop = ORDO_PROP_COPY_TO_DEVICE;
+  ST(ordo_opr_push(e, tu_count_fn, &ran, NULL, 0, NULL, 0, &o), ORDO_OK);
+  cr_assert_eq(queue_of(e, ORDO_PROP_COPY_TO_DEVICE).workers, 1, "started by its first op");
+  atomic_store(&g.open, 1);
+  ST(ordo_wait_for_all(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&ran), 4);
+  cr_assert_eq(queue_of(e, 0).ready, 0);
+  ST(ordo_engine_destroy(e), ORDO_OK);
+}
+
+Test(stats, queue_stats_refuse_bad_arguments) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  ordo_queue_stats q;
+  memset(&q, 0, sizeof q);
+  q.struct_size = sizeof q;
+  uint32_t n;
+  ST(ordo_engine_queue_stats(NULL, 0, &q), ORDO_ERR_INVALID_ARGUMENT);
+  ST(ordo_engine_queue_stats(e, 0, NULL), ORDO_ERR_INVALID_ARGUMENT);
+  ST(ordo_engine_queue_count(NULL, &n), ORDO_ERR_INVALID_ARGUMENT);
+  ST(ordo_engine_queue_count(e, NULL), ORDO_ERR_INVALID_ARGUMENT);
+  q.struct_size = 0;
+  ST(ordo_engine_queue_stats(e, 0, &q), ORDO_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(ordo_last_error_message(), "struct_size") != NULL, "%s",
+            ordo_last_error_message());
+  /* A caller compiled against a smaller struct gets only what fits. */
+  unsigned char small[sizeof(ordo_queue_stats) + 8];
+  memset(small, 0xCD, sizeof small);
+  uint32_t size = (uint32_t)offsetof(ordo_queue_stats, device_id);
+  memcpy(small, &size, sizeof size);
+  ST(ordo_engine_queue_stats(e, 0, (ordo_queue_stats*)(void*)small), ORDO_OK);
+  for (size_t i = size; i < sizeof small; ++i) cr_assert_eq(small[i], 0xCD, "byte %zu written", i);
+  ST(ordo_engine_destroy(e), ORDO_OK);
+  q.struct_size = sizeof q;
+  ST(ordo_engine_queue_stats(e, 0, &q), ORDO_ERR_INVALID_HANDLE);
+  ST(ordo_engine_queue_count(e, &n), ORDO_ERR_INVALID_HANDLE);
 }

@@ -321,6 +321,35 @@ typedef struct ordo_stats {
  *  engine is still referenced (ordo_engine_retain). */
 ORDO_API ordo_status ordo_engine_stats(ordo_engine* e, ordo_stats* out);
 
+/** One of an engine's ready queues: the ops ready to run and waiting for one group of workers
+ *  of one device (per_device: the CPU workers, the CPU-prioritized worker, the copy-to and the
+ *  copy-from workers; pooled: one queue for every property; naive: none). Unlike
+ *  ordo_stats.queue_ready, whose four entries are fixed by the ABI, the list grows with devices
+ *  (each GPU's queues will follow the CPU's). Growable: set struct_size before the call. */
+typedef struct ordo_queue_stats {
+  uint32_t struct_size; /**< sizeof(ordo_queue_stats) as the caller compiled it */
+  uint32_t queues;      /**< how many queues the engine has: indexes 0 .. queues - 1 */
+  int32_t device_type;  /**< ORDO_DEVICE_* of the workers */
+  int32_t device_id;    /**< GPU ordinal; 0 on the CPU */
+  int32_t prop;         /**< the ORDO_PROP_* these workers run; -1 when they run every
+                             property (the pooled kind's one queue) */
+  uint32_t workers;     /**< worker threads running (0 until the queue's first op starts them) */
+  uint64_t ready;       /**< ops ready and waiting for these workers (approximate while ops
+                             run, as ordo_stats.ready) */
+  const char* name;     /**< a static name: "cpu", "prio", "h2d", "d2h"; never NULL */
+} ordo_queue_stats;
+
+/** Fills out (up to out->struct_size bytes) with the index-th ready queue of the engine, device
+ *  by device (index 0 is the CPU's normal queue when the engine has workers). How many there are
+ *  comes in every answer (`queues`) and from ordo_engine_queue_count. Thread-safe; may be
+ *  called from inside an op. Errors: INVALID_ARGUMENT (engine or out NULL, struct_size < 4, or
+ *  index not below the number of queues: the message says how many there are),
+ *  INVALID_HANDLE (engine freed). */
+ORDO_API ordo_status ordo_engine_queue_stats(ordo_engine* e, uint32_t index, ordo_queue_stats* out);
+/** The number of ready queues ordo_engine_queue_stats reports (0 for the naive kind). Errors:
+ *  INVALID_ARGUMENT (NULL), INVALID_HANDLE (engine freed). */
+ORDO_API ordo_status ordo_engine_queue_count(ordo_engine* e, uint32_t* out);
+
 /**
  * Writes the op records so far as Chrome trace JSON to `path` (the records are kept: the file
  * written at shutdown still has them all). A regular file is replaced whole, through a

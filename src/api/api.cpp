@@ -256,6 +256,35 @@ ORDO_API ordo_status ordo_engine_stats(ordo_engine* e, ordo_stats* out) {
   });
 }
 
+ORDO_API ordo_status ordo_engine_queue_stats(ordo_engine* e, uint32_t index,
+                                             ordo_queue_stats* out) {
+  return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
+    if (!out) return null_arg(api, "out");
+    if (ordo_status s =
+            check_out_struct(api, "out", out->struct_size, "set it to sizeof(ordo_queue_stats)")) {
+      return s;
+    }
+    ordo_queue_stats q;
+    std::memset(&q, 0, sizeof q);
+    q.struct_size = sizeof q;
+    if (!engine->queue_stats(index, &q)) {
+      return fail(ORDO_ERR_INVALID_ARGUMENT, "%s: index %u, but the engine has %u queue%s", api,
+                  static_cast<unsigned>(index), static_cast<unsigned>(q.queues),
+                  q.queues == 1 ? "" : "s");
+    }
+    write_struct(q, out, out->struct_size);
+    return ORDO_OK;
+  });
+}
+
+ORDO_API ordo_status ordo_engine_queue_count(ordo_engine* e, uint32_t* out) {
+  return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
+    if (!out) return null_arg(api, "out");
+    *out = engine->queue_count();
+    return ORDO_OK;
+  });
+}
+
 ORDO_API ordo_status ordo_engine_dump(ordo_engine* e, FILE* out) {
   return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
     if (!out) return null_arg(api, "out");

@@ -251,13 +251,14 @@ Engine::~Engine() {
 ordo_status Engine::start() {
   if (cfg_.kind == ORDO_ENGINE_NAIVE) return finish_start();  // every route stays inline
   groups_[kCpu] = std::make_unique<WorkerGroup>(this, "cpu", cfg_.cpu_threads);
+  DeviceGroups& cpu = devices_[0];
   if (cfg_.kind == ORDO_ENGINE_POOLED) {
-    for (auto& r : route_) r = groups_[kCpu].get();
+    for (auto& r : cpu.by_prop) r = groups_[kCpu].get();
   } else {
     groups_[kCpuPriority] = std::make_unique<WorkerGroup>(this, "prio", cfg_.cpu_priority_threads);
     groups_[kCopyTo] = std::make_unique<WorkerGroup>(this, "h2d", cfg_.copy_threads);
     groups_[kCopyFrom] = std::make_unique<WorkerGroup>(this, "d2h", cfg_.copy_threads);
-    for (int i = 0; i < kNumGroups; ++i) route_[i] = groups_[i].get();
+    for (int i = 0; i < kNumGroups; ++i) cpu.by_prop[i] = groups_[i].get();
   }
   if (groups_[kCpu]->ensure_started() != ORDO_OK) {
     return fail(ORDO_ERR_NO_MEMORY, "ordo_engine_create: could not start any worker thread");
@@ -367,7 +368,7 @@ ordo_status Engine::var_get_error(ordo_var h, int32_t* code, char* buf, size_t c
 ordo_status Engine::route(int32_t prop, int32_t device_type, int32_t device_id, WorkerGroup** out) {
   // Nearly every push: a normal CPU op on a started group (or inline, for the naive kind).
   if (prop == ORDO_PROP_NORMAL && device_type == ORDO_DEVICE_CPU && device_id == 0) {
-    WorkerGroup* g = route_[ORDO_PROP_NORMAL];
+    WorkerGroup* g = devices_[0].by_prop[ORDO_PROP_NORMAL];
     if (!g || g->started()) {
       *out = g;
       return ORDO_OK;
@@ -390,7 +391,12 @@ ordo_status Engine::route(int32_t prop, int32_t device_type, int32_t device_id, 
     return fail(ORDO_ERR_INVALID_ARGUMENT, "ordo_push_opts.device_id=%d: the CPU is device 0",
                 static_cast<int>(device_id));
   }
-  *out = prop == ORDO_PROP_ASYNC ? nullptr : route_[prop];
+  const DeviceGroups* device = find_device(device_type, device_id);
+  if (!device) {  // a device the checks above let through has an entry: this is a bug
+    return fail(ORDO_ERR_INTERNAL, "no worker groups for device type %d, id %d",
+                static_cast<int>(device_type), static_cast<int>(device_id));
+  }
+  *out = prop == ORDO_PROP_ASYNC ? nullptr : device->by_prop[prop];
   // A group's first op starts its threads; once destroy has stopped the group it refuses, since
   // nothing would join threads started then before the last release.
   ordo_status st = *out ? (*out)->ensure_started() : ORDO_OK;
@@ -1210,6 +1216,56 @@ void Engine::stats(ordo_stats* out) const {
   }
   out->trace_records = tracer_ ? tracer_->records() : 0;
   out->trace_dropped = tracer_ ? tracer_->dropped() : 0;
+}
+
+const Engine::DeviceGroups* Engine::find_device(int32_t device_type, int32_t device_id) const {
+  for (uint32_t i = 0; i < num_devices_; ++i) {
+    if (devices_[i].device_type == device_type && devices_[i].device_id == device_id) {
+      return &devices_[i];
+    }
+  }
+  return nullptr;
+}
+
+namespace {
+// Calls f(device, group, prop) for each of the engine's ready queues once, device by device:
+// `prop` is the ORDO_PROP_* its workers run, or -1 when one group runs every property (pooled).
+template <class Devices, class F>
+void for_each_queue(const Devices& devices, uint32_t num_devices, F&& f) {
+  for (uint32_t d = 0; d < num_devices; ++d) {
+    const auto& dev = devices[d];
+    const size_t n = sizeof dev.by_prop / sizeof dev.by_prop[0];
+    for (size_t p = 0; p < n; ++p) {
+      WorkerGroup* g = dev.by_prop[p];
+      if (!g || (p > 0 && g == dev.by_prop[p - 1])) continue;  // inline, or shared: counted once
+      const bool shared = p + 1 < n && dev.by_prop[p + 1] == g;
+      f(dev, g, shared ? -1 : static_cast<int32_t>(p));
+    }
+  }
+}
+}  // namespace
+
+uint32_t Engine::queue_count() const {
+  uint32_t n = 0;
+  for_each_queue(devices_, num_devices_, [&](const DeviceGroups&, WorkerGroup*, int32_t) { ++n; });
+  return n;
+}
+
+bool Engine::queue_stats(uint32_t index, ordo_queue_stats* out) const {
+  uint32_t i = 0;
+  bool found = false;
+  for_each_queue(devices_, num_devices_, [&](const DeviceGroups& dev, WorkerGroup* g, int32_t p) {
+    if (i++ != index) return;
+    found = true;
+    out->device_type = dev.device_type;
+    out->device_id = dev.device_id;
+    out->prop = p;
+    out->workers = static_cast<uint32_t>(g->running_threads());
+    out->ready = g->ready_depth();
+    out->name = g->role();
+  });
+  out->queues = i;
+  return found;
 }
 
 ordo_status Engine::write_trace(const char* path) const {

@@ -99,6 +99,10 @@ class Engine final : public WorkerHost {
 
   // --- observability (SPEC §9) ---
   void stats(ordo_stats* out) const;
+  // The engine's ready queues (one per worker group, device by device), for
+  // ordo_engine_queue_stats: how many, and the index-th one (false: no such index).
+  uint32_t queue_count() const;
+  bool queue_stats(uint32_t index, ordo_queue_stats* out) const;
   ordo_status write_trace(const char* path) const;
 
   // --- waiting ---
@@ -181,9 +185,19 @@ class Engine final : public WorkerHost {
   OpPool pool_{this};
   PreparedTable prepared_;
   std::unique_ptr<WorkerGroup> groups_[kNumGroups];
-  // Routing by property; several entries may share a group (pooled), nullptr means inline
-  // (naive). In CUDA builds, per-GPU compute and copy groups sit beside these, per device id.
-  WorkerGroup* route_[kNumGroups] = {};
+  // Worker groups per device, found by device type and id (find_device): the CPU's today; each
+  // GPU's compute and copy groups will be entries of their own. by_prop[p] is the group that
+  // runs ORDO_PROP_* p there; several entries may share a group (pooled); nullptr: inline
+  // (naive). groups_ above owns them.
+  struct DeviceGroups {
+    int32_t device_type;
+    int32_t device_id;
+    WorkerGroup* by_prop[kNumGroups];
+  };
+  static constexpr uint32_t kMaxDevices = 1;  // the CPU; GPUs raise it
+  DeviceGroups devices_[kMaxDevices] = {{ORDO_DEVICE_CPU, 0, {}}};
+  uint32_t num_devices_ = 1;
+  const DeviceGroups* find_device(int32_t device_type, int32_t device_id) const;
 
   // Pending ops = all lanes' push counts - (completed_ + the worker lanes' completion counts).
   // Each lane is written by one thread, so neither a push nor a worker's completion costs an
