@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -574,7 +575,7 @@ class Session {
     p.rec->failure = false;
   }
 
-  // get_config, stats, write_trace: they read the engine and push nothing.
+  // get_config, stats, queue stats, dump, write_trace: they read the engine and push nothing.
   void step_engine_queries() {
     EnginePick p = pick_engine();
     bool usable = p.state == EState::kLive || p.state == EState::kShutDown;
@@ -592,6 +593,27 @@ class Session {
     st.struct_size = sizeof st;
     EXPECT_STATUS(ordo_engine_stats(p.ptr, &st), want);  // documented to work after destroy
     EXPECT_STATUS(ordo_engine_stats(p.ptr, nullptr), want | bit(ORDO_ERR_INVALID_ARGUMENT));
+    // The queue list, and the dump (to /dev/null): they read the engine as stats does.
+    uint32_t queues = 0;
+    ordo_status qs = ordo_engine_queue_count(p.ptr, &queues);
+    fuzz::check_status(__FILE__, __LINE__, "ordo_engine_queue_count", qs, want);
+    ordo_queue_stats q;
+    std::memset(&q, 0, sizeof q);
+    q.struct_size = sizeof q;
+    if (qs == ORDO_OK) {
+      FUZZ_CHECK(queues <= 4, "ordo_engine_queue_count: %u queues on the CPU", queues);
+      for (uint32_t i = 0; i <= queues; ++i) {
+        EXPECT_STATUS(ordo_engine_queue_stats(p.ptr, i, &q),
+                      i < queues ? bit(ORDO_OK) : bit(ORDO_ERR_INVALID_ARGUMENT));
+      }
+    } else {
+      EXPECT_STATUS(ordo_engine_queue_stats(p.ptr, 0, &q), want);
+    }
+    if (FILE* devnull = std::fopen("/dev/null", "w")) {
+      EXPECT_STATUS(ordo_engine_dump(p.ptr, devnull), want);
+      std::fclose(devnull);
+    }
+    EXPECT_STATUS(ordo_engine_dump(p.ptr, nullptr), want | bit(ORDO_ERR_INVALID_ARGUMENT));
     // Tracing is off here: the documented answer is INVALID_STATE, and no file is written.
     char path[64];
     std::snprintf(path, sizeof path, "/nonexistent-ordo-fuzz-dir/%d.json",
