@@ -10,7 +10,7 @@
 # and libstdc++'s process-lifetime buffers, the shim's saved environment) do not.
 # membarrier(2), which ordo's asymmetric fence uses, is passed through by valgrind 3.19; where a
 # valgrind lacks it the call fails with ENOSYS and ordo falls back to plain seq_cst fences
-# (src/exec/asymmetric_fence.cpp), so nothing is skipped for it.
+# (src/base/asymmetric_fence.cpp), so nothing is skipped for it.
 #
 #   bash tests/run_valgrind.sh BUILD [shim options, e.g. --filter 'wait/*']
 set -euo pipefail

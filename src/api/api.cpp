@@ -7,9 +7,9 @@
 
 #include "api/engine_registry.h"
 #include "api/struct_io.h"
+#include "base/last_error.h"
 #include "core/engine.h"
 #include "core/handle_bits.h"
-#include "core/last_error.h"
 #include "device/device_count.h"
 #include "ordo/ordo.h"
 

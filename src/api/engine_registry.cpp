@@ -3,8 +3,8 @@
 #include <mutex>
 #include <new>
 
+#include "base/last_error.h"
 #include "core/engine_lookup.h"
-#include "core/last_error.h"
 
 namespace ordo {
 

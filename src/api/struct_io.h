@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/last_error.h"
+#include "base/last_error.h"
 #include "ordo/ordo.h"
 
 namespace ordo {

@@ -9,15 +9,15 @@
 #include <cstring>
 #include <new>
 
+#include "base/asymmetric_fence.h"
+#include "base/hot_tls.h"
+#include "base/last_error.h"
+#include "base/prefetch.h"
 #include "core/error_record.h"
 #include "core/exec_token.h"
 #include "core/handle_bits.h"
-#include "core/hot_tls.h"
-#include "core/last_error.h"
 #include "core/pending_report.h"
 #include "core/test_seams.h"
-#include "exec/asymmetric_fence.h"
-#include "exec/prefetch.h"
 #include "trace/trace_file.h"
 
 namespace ordo {

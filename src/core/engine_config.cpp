@@ -6,7 +6,7 @@
 #include <cstring>
 #include <thread>
 
-#include "core/last_error.h"
+#include "base/last_error.h"
 
 namespace ordo {
 

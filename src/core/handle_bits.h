@@ -12,7 +12,7 @@
 #include <cinttypes>
 #include <cstdint>
 
-#include "core/last_error.h"
+#include "base/last_error.h"
 
 namespace ordo {
 

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/utf8.h"
 #include "core/op_life.h"
-#include "core/utf8.h"
 #include "ordo/ordo.h"
 
 namespace ordo {

@@ -4,9 +4,9 @@
 #include <cstdlib>
 #include <new>
 
+#include "base/hot_tls.h"
+#include "base/prefetch.h"
 #include "core/handle_bits.h"
-#include "core/hot_tls.h"
-#include "exec/prefetch.h"
 
 namespace ordo {
 

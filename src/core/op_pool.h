@@ -16,8 +16,8 @@
 #include <memory>
 #include <mutex>
 
+#include "base/spin_lock.h"
 #include "core/op_block.h"
-#include "exec/spin_lock.h"
 
 namespace ordo {
 

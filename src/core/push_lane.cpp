@@ -2,9 +2,9 @@
 
 #include <pthread.h>
 
+#include "base/hot_tls.h"
 #include "core/engine.h"
 #include "core/engine_lookup.h"
-#include "core/hot_tls.h"
 
 namespace ordo {
 

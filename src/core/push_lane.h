@@ -14,8 +14,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "base/spin_lock.h"
 #include "core/op_pool.h"
-#include "exec/spin_lock.h"
 
 namespace ordo {
 

@@ -4,7 +4,7 @@
 #include <cinttypes>
 #include <cstring>
 
-#include "core/last_error.h"
+#include "base/last_error.h"
 
 namespace ordo {
 

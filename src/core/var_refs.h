@@ -18,10 +18,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/prefetch.h"
 #include "core/handle_bits.h"
 #include "core/var_slot.h"
 #include "core/var_table.h"
-#include "exec/prefetch.h"
 #include "ordo/ordo.h"
 
 namespace ordo {

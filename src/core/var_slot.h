@@ -73,10 +73,10 @@
 #include <atomic>
 #include <cstdint>
 
+#include "base/prefetch.h"
+#include "base/spin_lock.h"
 #include "core/error_record.h"
 #include "core/op_block.h"
-#include "exec/prefetch.h"
-#include "exec/spin_lock.h"
 
 namespace ordo {
 

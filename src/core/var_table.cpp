@@ -2,7 +2,7 @@
 
 #include <new>
 
-#include "core/last_error.h"
+#include "base/last_error.h"
 
 namespace ordo {
 

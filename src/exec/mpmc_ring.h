@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "base/prefetch.h"
 #include "core/op_block.h"
-#include "exec/prefetch.h"
 
 namespace ordo {
 

@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/event_count.h"
 #include "core/op_pool.h"
 #include "core/push_lane.h"
-#include "exec/event_count.h"
 #include "exec/ready_queue.h"
 #include "exec/work_deque.h"
 #include "exec/worker_host.h"

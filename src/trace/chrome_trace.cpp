@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <unordered_set>
 
-#include "core/utf8.h"
+#include "base/utf8.h"
 #include "trace/trace_file.h"
 #include "trace/tracer.h"
 

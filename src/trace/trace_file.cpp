@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/last_error.h"
+#include "base/last_error.h"
 
 namespace ordo {
 

@@ -1,4 +1,4 @@
-#include "exec/asymmetric_fence.h"
+#include "base/asymmetric_fence.h"
 
 #include <linux/membarrier.h>
 #include <sys/syscall.h>

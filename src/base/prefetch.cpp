@@ -1,4 +1,4 @@
-#include "exec/prefetch.h"
+#include "base/prefetch.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
