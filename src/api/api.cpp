@@ -8,9 +8,9 @@
 #include "api/engine_registry.h"
 #include "api/struct_io.h"
 #include "base/last_error.h"
-#include "core/engine.h"
 #include "core/handle_bits.h"
 #include "device/device_count.h"
+#include "engine/engine.h"
 #include "ordo/ordo.h"
 
 using namespace ordo;

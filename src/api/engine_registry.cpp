@@ -4,7 +4,7 @@
 #include <new>
 
 #include "base/last_error.h"
-#include "core/engine_lookup.h"
+#include "engine/engine_lookup.h"
 
 namespace ordo {
 

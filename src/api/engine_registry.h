@@ -8,7 +8,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "core/engine.h"
+#include "engine/engine.h"
 #include "ordo/ordo.h"
 
 namespace ordo {

@@ -134,7 +134,7 @@ bool OpPool::grow_locked() {
     op.bind_link_lines();  // permanent: links find their op there
     op.overflow_lines = nullptr;
     op.life().store(0, std::memory_order_relaxed);  // OpState::kFree
-    // No var yet: a diagnostic scan (core/pending_report.cpp) may read a link before the first
+    // No var yet: a diagnostic scan (engine/pending_report.cpp) may read a link before the first
     // push of the block has set it, and must find no var there rather than garbage.
     for (LinkLine& line : op.inline_lines) {
       for (VarLink& l : line.link) l.var_bits = 0;

@@ -19,8 +19,6 @@
 
 namespace ordo {
 
-class Engine;
-
 struct alignas(64) PushLane {
   std::atomic<uint64_t> owner{0};  // the owning thread's token; 0: free
   std::atomic<int64_t> pushed{0};  // ops pushed through this lane (written by the owner only)
@@ -53,9 +51,5 @@ struct alignas(64) PushLane {
     return true;
   }
 };
-
-// The lane the calling (non-worker) thread owns in `engine`, claiming one if needed; nullptr
-// when every lane is taken (the caller then uses the engine's shared lane).
-PushLane* claim_lane(Engine* engine);
 
 }  // namespace ordo

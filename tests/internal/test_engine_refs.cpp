@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "api/engine_registry.h"
-#include "core/engine_lookup.h"
+#include "engine/engine_lookup.h"
 #include "internal_check.h"
 #include "ordo/ordo.h"
 

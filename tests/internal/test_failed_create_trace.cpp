@@ -13,8 +13,8 @@
 #include <cstring>
 #include <string>
 
-#include "core/engine.h"
-#include "core/engine_config.h"
+#include "engine/engine.h"
+#include "engine/engine_config.h"
 #include "internal_check.h"
 #include "ordo/ordo.h"
 

@@ -1,5 +1,5 @@
 // Wait races that timing alone hits once in a million runs, forced through the engine's test
-// seams (src/core/test_seams.h). Built with AddressSanitizer over its own copy of the engine
+// seams (src/engine/test_seams.h). Built with AddressSanitizer over its own copy of the engine
 // sources, so that a reference dropped twice is a reported use-after-free, not silent damage.
 //
 // 1. A var deleted between a wait reserving it for its mark and pushing that mark: the push
@@ -19,7 +19,7 @@
 #include <string>
 #include <thread>
 
-#include "core/test_seams.h"
+#include "engine/test_seams.h"
 #include "internal_check.h"
 
 using internal_test::check;

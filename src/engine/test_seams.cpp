@@ -1,4 +1,4 @@
-#include "core/test_seams.h"
+#include "engine/test_seams.h"
 
 namespace ordo {
 

@@ -1,4 +1,4 @@
-#include "core/pending_report.h"
+#include "engine/pending_report.h"
 
 #include <algorithm>
 #include <cinttypes>

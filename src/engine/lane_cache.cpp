@@ -1,10 +1,10 @@
-#include "core/push_lane.h"
+#include "engine/lane_cache.h"
 
 #include <pthread.h>
 
 #include "base/hot_tls.h"
-#include "core/engine.h"
-#include "core/engine_lookup.h"
+#include "engine/engine.h"
+#include "engine/engine_lookup.h"
 
 namespace ordo {
 

@@ -1,4 +1,4 @@
-#include "core/engine_config.h"
+#include "engine/engine_config.h"
 
 #include <cerrno>
 #include <climits>

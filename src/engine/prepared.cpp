@@ -1,4 +1,4 @@
-#include "core/prepared.h"
+#include "engine/prepared.h"
 
 #include <new>
 

@@ -1,4 +1,4 @@
-#include "core/engine_lookup.h"
+#include "engine/engine_lookup.h"
 
 namespace ordo {
 

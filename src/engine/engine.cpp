@@ -1,4 +1,4 @@
-#include "core/engine.h"
+#include "engine/engine.h"
 
 #include <sched.h>
 
@@ -16,8 +16,9 @@
 #include "core/error_record.h"
 #include "core/exec_token.h"
 #include "core/handle_bits.h"
-#include "core/pending_report.h"
-#include "core/test_seams.h"
+#include "engine/lane_cache.h"
+#include "engine/pending_report.h"
+#include "engine/test_seams.h"
 #include "trace/trace_file.h"
 
 namespace ordo {

@@ -11,13 +11,13 @@
 #include <mutex>
 #include <string>
 
-#include "core/engine_config.h"
 #include "core/op_pool.h"
-#include "core/prepared.h"
 #include "core/push_lane.h"
-#include "core/throttle_pace.h"
 #include "core/var_refs.h"
 #include "core/var_table.h"
+#include "engine/engine_config.h"
+#include "engine/prepared.h"
+#include "engine/throttle_pace.h"
 #include "exec/worker_group.h"
 #include "ordo/ordo.h"
 #include "trace/tracer.h"
