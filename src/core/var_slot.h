@@ -477,6 +477,17 @@ struct alignas(64) VarSlot {
   }
 };
 
+// The error of the first of the op's vars that carries one (nullptr: none).
+inline ErrorRecord* first_error_of(OpBlock* op) {
+  // Safe without a lock: the op holds a grant on each var, and errors change only when the
+  // holder of a write grant completes, which excludes ours.
+  LinkCursor links(op);
+  for (uint32_t i = 0; i < op->num_links; ++i) {
+    if (ErrorRecord* e = links.next().var()->current_error()) return e;
+  }
+  return nullptr;
+}
+
 // Decrements the wait counter of each granted link's op; `on_ready(op)` gets each op whose last
 // missing grant this was.
 template <class OnReady>

@@ -18,6 +18,7 @@
 #include "engine/engine_config.h"
 #include "engine/prepared.h"
 #include "engine/throttle_pace.h"
+#include "engine/var_waits.h"
 #include "exec/worker_group.h"
 #include "ordo/ordo.h"
 #include "trace/tracer.h"
@@ -25,7 +26,6 @@
 namespace ordo {
 
 struct ErrorRecord;
-struct Waiter;  // a thread in ordo_wait_for_var (engine.cpp)
 
 // Where a thread that finishes an op counts it and returns its block (Engine::completion_site).
 struct CompletionSite {
@@ -55,6 +55,8 @@ OpBlock* op_of_exec(const ordo_exec* exec);
 Worker* running_worker();
 
 class Engine final : public WorkerHost {
+  friend class VarWaits;  // the wait-mark protocol pushes marks and finalizes their ops
+
  public:
   Engine(uint32_t tag, const EngineConfig& cfg);
   ~Engine();
@@ -139,12 +141,6 @@ class Engine final : public WorkerHost {
   void run_inline_on_pusher(OpBlock* op, PushLane* lane);
   void check_throttle(PushLane* lane, bool shared);
   int64_t pending_now() const;
-  ordo_status poll_var(ordo_var h);
-  ordo_status begin_wait(ordo_var h, Waiter* w, bool again, VarSlot** slot, uint32_t* deletes_done,
-                         VarSlot::WaitStep* step);
-  void cancel_wait_reservation(VarSlot* slot);
-  template <class F>
-  ordo_status with_var_locked(ordo_var h, F&& f);
   ordo_status finish_start();  // the create succeeded: records it (ORDO_TRACE numbering)
   int64_t user_pending_now() const;
   // A throttled pusher waits until at most this many ops are pending.
@@ -184,6 +180,7 @@ class Engine final : public WorkerHost {
   VarTable vars_;
   OpPool pool_{this};
   PreparedTable prepared_;
+  VarWaits waits_{*this};  // ordo_wait_for_var and the waits on deletes
   std::unique_ptr<WorkerGroup> groups_[kNumGroups];
   // Worker groups per device, found by device type and id (find_device): the CPU's today; each
   // GPU's compute and copy groups will be entries of their own. by_prop[p] is the group that
