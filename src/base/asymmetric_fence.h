@@ -22,6 +22,9 @@ class AsymmetricFence {
     }
   }
   static void heavy();
+  // Registers the process for membarrier if it is not yet (the kernel may take tens of
+  // milliseconds): call it where a delay is expected (creating an engine), not on a push.
+  static void prepare() { (void)fast(); }
 
  private:
   static bool fast() { return available().load(std::memory_order_relaxed); }

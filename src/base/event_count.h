@@ -44,14 +44,16 @@ class EventCount {
   // Whether anyone is between prepare_wait() and the end of its wait (seq_cst, as in notify()):
   // a producer that must compute whether a waiter's condition holds can skip that when false.
   bool has_waiters() const noexcept { return waiters_.load(std::memory_order_seq_cst) != 0; }
-  void notify_one() noexcept { notify(1); }
-  void notify_all() noexcept { notify(INT_MAX); }
+  // True when someone was waiting (and was woken).
+  bool notify_one() noexcept { return notify(1); }
+  bool notify_all() noexcept { return notify(INT_MAX); }
 
  private:
-  void notify(int count) noexcept {
-    if (waiters_.load(std::memory_order_seq_cst) == 0) return;
+  bool notify(int count) noexcept {
+    if (waiters_.load(std::memory_order_seq_cst) == 0) return false;
     epoch_.fetch_add(1, std::memory_order_seq_cst);
     futex(FUTEX_WAKE_PRIVATE, static_cast<uint32_t>(count));
+    return true;
   }
   void futex(int op, uint32_t val) noexcept {
     syscall(SYS_futex, reinterpret_cast<uint32_t*>(&epoch_), op, val, nullptr, nullptr, 0);

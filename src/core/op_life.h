@@ -3,11 +3,15 @@
 // pending, in what state and for how long: a user hunting a missing ordo_complete needs that
 // more than anything else.
 //
-// The word lives on the block's first link line (LinkLine::spare), which every push writes
-// anyway and every run reads, so keeping it costs a few stores to lines already in the cache
-// and one read of the CPU's cycle counter per push, never a shared write. Bits 0-7 hold the
-// state, the rest the push time in ticks of that counter (its low 8 bits dropped), converted to
-// nanoseconds only when someone reads it (calibrated against the steady clock then).
+// The word lives on the block's first link line (LinkLine::life), which every push writes
+// anyway and every run reads, so keeping it costs a few stores to lines already in the cache,
+// never a shared write. Bits 0-7 hold the state, the rest a time in ticks of the CPU's cycle
+// counter (its low 8 bits dropped), converted to nanoseconds only when someone reads it
+// (calibrated against the steady clock then). Reading that counter costs about 12 ns on this
+// project's VMs, an eighth of a push, so a push stamps its op with the engine's last reading
+// (Engine::recent_ticks_, refreshed every 256 pushes of a thread, when a push wakes a sleeping
+// worker, when a worker wakes, and when a wait begins): an op's age is its time since that
+// reading, which is at most a few microseconds before its push while ops flow.
 #pragma once
 
 #include <atomic>
@@ -48,12 +52,19 @@ inline uint64_t steady_now_ns() {
 
 struct OpLife {
   static constexpr uint64_t kStateMask = 0xFF;
+  static constexpr uint64_t kSeqTickMask = 0xFFFF;  // state and push-count bits
 
-  static uint64_t pushed_now() {
-    return (life_ticks() & ~kStateMask) | static_cast<uint64_t>(OpState::kPending);
+  // A pending op's word, stamped with `ticks` (a recent reading of life_ticks(), which several
+  // pushes share) and the low bits of its lane's push count in bits 8-15 (so that two uses of a
+  // block stamped with one reading still differ: a diagnostic scan tells them apart by the word).
+  static uint64_t pending_at(uint64_t ticks, uint64_t push_seq) {
+    return (ticks & ~kSeqTickMask) | ((push_seq & 0xFF) << 8) |
+           static_cast<uint64_t>(OpState::kPending);
   }
   static OpState state(uint64_t word) { return static_cast<OpState>(word & kStateMask); }
-  static uint64_t ticks(uint64_t word) { return word & ~kStateMask; }
+  static uint64_t ticks(uint64_t word) { return word & ~kSeqTickMask; }
+  // The whole stamp (time and push count): equal for one use of a block only.
+  static uint64_t stamp(uint64_t word) { return word & ~kStateMask; }
   static uint64_t with_state(uint64_t word, OpState s) {
     return (word & ~kStateMask) | static_cast<uint64_t>(s);
   }

@@ -123,6 +123,7 @@ class Engine final : public WorkerHost {
   void enter_worker(Worker* w) override;
   void execute(OpBlock* op, Worker* self) override;
   void flush_completions(Worker* w) override;
+  void worker_woke(Worker* w) override;
 
  private:
   enum GroupIndex { kCpu, kCpuPriority, kCopyTo, kCopyFrom, kNumGroups };
@@ -173,7 +174,11 @@ class Engine final : public WorkerHost {
   const uint32_t tag_;
   const uint64_t uid_;
   LifeClock life_clock_;  // converts the op blocks' push times (OpLife) for diagnostics
-  EngineConfig cfg_;      // set in the constructor; trace_path then points into tracer_
+  // The cycle counter as last read (core/op_life.h): what a push stamps its op with. Written
+  // rarely, on a line of its own, so pushes read it from their cache.
+  alignas(64) std::atomic<uint64_t> recent_ticks_{life_ticks()};
+  void refresh_ticks() { recent_ticks_.store(life_ticks(), std::memory_order_relaxed); }
+  EngineConfig cfg_;  // set in the constructor; trace_path then points into tracer_
   const int64_t throttle_check_every_;  // pushes of one lane between two looks at the window
   bool started_ = false;                // start() succeeded: ordo_engine_create returned it
   std::unique_ptr<Tracer> tracer_;      // nullptr: tracing off

@@ -40,7 +40,7 @@ __attribute__((no_sanitize("thread"))) bool snapshot(OpBlock* op, PendingOp* out
   }
   std::atomic_thread_fence(std::memory_order_acquire);
   const uint64_t after = op->life().load(std::memory_order_relaxed);
-  if (OpLife::ticks(after) != OpLife::ticks(before) || OpLife::state(after) == OpState::kFree) {
+  if (OpLife::stamp(after) != OpLife::stamp(before) || OpLife::state(after) == OpState::kFree) {
     return false;
   }
   out->ticks = OpLife::ticks(after);

@@ -162,6 +162,7 @@ OpBlock* WorkerGroup::wait_for_work(Worker* w) {
       return find_work(w);
     }
     wake_.wait(key);
+    host_->worker_woke(w);
   }
 }
 

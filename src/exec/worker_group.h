@@ -45,10 +45,11 @@ class WorkerGroup {
   ordo_status ensure_started() {
     return started_.load(std::memory_order_acquire) ? ORDO_OK : start();
   }
-  // Hands a ready op to the group's workers; `ring_hint` picks one of the ready rings.
-  void enqueue(OpBlock* op, size_t ring_hint) {
+  // Hands a ready op to the group's workers; `ring_hint` picks one of the ready rings. True when
+  // it woke a sleeping worker.
+  bool enqueue(OpBlock* op, size_t ring_hint) {
     queue_.push(op, ring_hint);  // a seq_cst RMW: the producer's half of the handshake (wake_one)
-    wake_one();
+    return wake_one();
   }
   // Puts an op that worker `w` (of this group) made ready on its own deque, waking an idle
   // worker to steal it. False when the op must go through enqueue() instead.
@@ -85,9 +86,7 @@ class WorkerGroup {
   // thread, the bottleneck) a system call. Producers call it after publishing with a seq_cst
   // RMW or fence; a searcher stops counting itself with a seq_cst RMW before its last look for
   // work, so either the producer sees it searching or it sees the work.
-  void wake_one() {
-    if (searching_.load(std::memory_order_seq_cst) == 0) wake_.notify_one();
-  }
+  bool wake_one() { return searching_.load(std::memory_order_seq_cst) == 0 && wake_.notify_one(); }
   OpBlock* find_work(Worker* w);
   OpBlock* steal(Worker* w);
   bool any_work_visible() const;

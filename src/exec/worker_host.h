@@ -17,6 +17,8 @@ class WorkerHost {
   virtual void execute(OpBlock* op, Worker* self) = 0;
   // The worker is about to look for work or sleep: announce what it has completed.
   virtual void flush_completions(Worker* w) = 0;
+  // The worker has just woken from sleeping for lack of work.
+  virtual void worker_woke(Worker* w) = 0;
 
  protected:
   ~WorkerHost() = default;
