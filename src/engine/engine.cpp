@@ -290,6 +290,23 @@ ordo_status Engine::var_get_error(ordo_var h, int32_t* code, char* buf, size_t c
 // ---------------------------------------------------------------------------------------------
 // Pushing
 
+namespace {
+// Why a push names a device the engine's table does not have.
+ordo_status no_such_device(int32_t device_type, int32_t device_id) {
+  if (device_type == ORDO_DEVICE_GPU) {
+    return fail(ORDO_ERR_NO_DEVICE,
+                "GPU %d requested, but this build of ordo has no CUDA support (0 GPUs)",
+                static_cast<int>(device_id));
+  }
+  if (device_type != ORDO_DEVICE_CPU) {
+    return fail(ORDO_ERR_INVALID_ARGUMENT, "ordo_push_opts.device_type=%d is not an ORDO_DEVICE_*",
+                static_cast<int>(device_type));
+  }
+  return fail(ORDO_ERR_INVALID_ARGUMENT, "ordo_push_opts.device_id=%d: the CPU is device 0",
+              static_cast<int>(device_id));
+}
+}  // namespace
+
 ordo_status Engine::route(int32_t prop, int32_t device_type, int32_t device_id, WorkerGroup** out) {
   // Nearly every push: a normal CPU op on a started group (or inline, for the naive kind).
   if (prop == ORDO_PROP_NORMAL && device_type == ORDO_DEVICE_CPU && device_id == 0) {
@@ -303,24 +320,9 @@ ordo_status Engine::route(int32_t prop, int32_t device_type, int32_t device_id, 
     return fail(ORDO_ERR_INVALID_ARGUMENT, "ordo_push_opts.prop=%d is not an ORDO_PROP_*",
                 static_cast<int>(prop));
   }
-  if (device_type == ORDO_DEVICE_GPU) {
-    return fail(ORDO_ERR_NO_DEVICE,
-                "GPU %d requested, but this build of ordo has no CUDA support (0 GPUs)",
-                static_cast<int>(device_id));
-  }
-  if (device_type != ORDO_DEVICE_CPU) {
-    return fail(ORDO_ERR_INVALID_ARGUMENT, "ordo_push_opts.device_type=%d is not an ORDO_DEVICE_*",
-                static_cast<int>(device_type));
-  }
-  if (device_id != 0) {
-    return fail(ORDO_ERR_INVALID_ARGUMENT, "ordo_push_opts.device_id=%d: the CPU is device 0",
-                static_cast<int>(device_id));
-  }
+  // The device table says which devices exist.
   const DeviceGroups* device = find_device(device_type, device_id);
-  if (!device) {  // a device the checks above let through has an entry: this is a bug
-    return fail(ORDO_ERR_INTERNAL, "no worker groups for device type %d, id %d",
-                static_cast<int>(device_type), static_cast<int>(device_id));
-  }
+  if (!device) return no_such_device(device_type, device_id);
   *out = prop == ORDO_PROP_ASYNC ? nullptr : device->by_prop[prop];
   // A group's first op starts its threads; once destroy has stopped the group it refuses, since
   // nothing would join threads started then before the last release.
