@@ -539,12 +539,13 @@ ordo_status Engine::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef
   if (shared) shared_lane_lock_.unlock();
   fill(op, spec, group);
   // For diagnostics: the push time, as the engine last read it (reading the cycle counter on
-  // every push cost A 16 ns/op; a thread refreshes the reading every 256 of its pushes).
-  if (check_window) refresh_ticks();
-  op->life().store(
-      OpLife::pending_at(recent_ticks_.load(std::memory_order_relaxed),
-                         static_cast<uint64_t>(lane->pushed.load(std::memory_order_relaxed))),
-      std::memory_order_release);
+  // every push cost A 16 ns/op), and the lane's push count. A lane refreshes the reading each
+  // time the count's low 8 bits (kept in the stamp) wrap, so that within one reading a lane's
+  // stamps still sort in push order.
+  const uint64_t seq = static_cast<uint64_t>(lane->pushed.load(std::memory_order_relaxed));
+  if ((seq & 0xFF) == 0) refresh_ticks();
+  op->life().store(OpLife::pending_at(recent_ticks_.load(std::memory_order_relaxed), seq),
+                   std::memory_order_release);
   bool ready = false;
   if (ordo_status s = enqueue_on_vars(op, refs, n, &ready)) {
     pool_.release(op, nullptr);  // through the pool's locked shards: the lane may be shared

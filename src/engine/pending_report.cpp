@@ -43,6 +43,7 @@ __attribute__((no_sanitize("thread"))) bool snapshot(OpBlock* op, PendingOp* out
   if (OpLife::stamp(after) != OpLife::stamp(before) || OpLife::state(after) == OpState::kFree) {
     return false;
   }
+  out->stamp = OpLife::stamp(after);
   out->ticks = OpLife::ticks(after);
   out->state = OpLife::state(after);
   return true;
@@ -112,7 +113,7 @@ PendingReport::PendingReport(const OpPool& pool, const VarTable& vars, const Lif
       if (snapshot(op, &p)) ops_.push_back(p);
     });
     std::sort(ops_.begin(), ops_.end(),
-              [](const PendingOp& a, const PendingOp& b) { return a.ticks < b.ticks; });
+              [](const PendingOp& a, const PendingOp& b) { return a.stamp < b.stamp; });
   } catch (const std::bad_alloc&) {
     ops_.clear();  // a report without its list rather than an exception out of a C call
   }

@@ -20,6 +20,7 @@ struct VarSlot;
 // One pending op, as a consistent copy of its block taken while the engine runs.
 struct PendingOp {
   static constexpr uint32_t kVarsShown = OpBlock::kInlineLinks;
+  uint64_t stamp = 0;  // push time and the pushing lane's count (OpLife::stamp): sorts in order
   uint64_t ticks = 0;  // push time (OpLife ticks)
   OpState state = OpState::kFree;
   OpKind kind = OpKind::kUser;
