@@ -41,6 +41,9 @@ section "libordo.so is never unmapped by dlclose (its pthread key destructor mus
 run 60 bash -c 'readelf -d "$0" | grep -q "Flags:.*NODELETE"' "$build/src/libordo.so" ||
   { echo "libordo.so lacks DF_1_NODELETE (-z nodelete)" >&2; exit 1; }
 
+section "libordo.so loads anywhere: static TLS at most 512 bytes, no symbol newer than GLIBC_2.34"
+run 60 bash "$here/check_so_limits.sh" "$build/src/libordo.so"
+
 section "C++ exceptions thrown by callbacks and free_fns"
 run 120 "$build/tests/ordo_exceptions_test"
 
