@@ -35,6 +35,14 @@
  *    called ordo_complete for a deferred op); a prepared op's free_fn as ordo_opr_new says; an
  *    ordo_wait_fn as ordo_wait_for_var_async says. No caller code ever runs on a thread of its
  *    own making except these, and never from a signal handler.
+ *  - Fork: an engine belongs to the process that created it (its worker threads do not survive
+ *    fork()). In a child of fork(), every call naming an engine the parent created (or a var,
+ *    completion, prepared op or exec of one) returns ORDO_ERR_INVALID_STATE ("created ... before
+ *    a fork()"), except three that only count references there: ordo_engine_retain,
+ *    ordo_engine_release, and ordo_engine_destroy, which returns ORDO_OK at once. The child's
+ *    copy of such an engine is never drained, joined or freed (its memory stays as the fork left
+ *    it), and no callback, free_fn or ordo_wait_fn of it runs in the child. Engines created in
+ *    the child work normally.
  *  - Types in signatures are fixed-width integers and pointers only (no enums, bool or structs by
  *    value), so every FFI can call them.
  *
@@ -138,7 +146,8 @@ typedef void (*ordo_wait_fn)(void* user_data, ordo_status status);
 #define ORDO_ERR_SHUTDOWN 6
 /** Memory or another resource (handle space, threads) ran out. Nothing was pushed. */
 #define ORDO_ERR_NO_MEMORY 7
-/** The call is not valid now: e.g. an exec used outside its callback, a second defer. */
+/** The call is not valid now: e.g. an exec used outside its callback, a second defer, an
+ *  engine used in a child of fork() that its parent created. */
 #define ORDO_ERR_INVALID_STATE 8
 /** The call would wait for work that cannot finish while the caller waits: a wait, destroy or
  *  last release called from inside an op of the same engine. Nothing happened. */
@@ -696,7 +705,8 @@ ORDO_API ordo_status ordo_wait_for_all_timeout(ordo_engine* e, uint64_t timeout_
  * ORDO_ERR_SHUTDOWN is kept for a wait an engine cannot settle: this version never passes it,
  * but a binding should treat it as a failure.
  * If this call returns an error, fn is never called. Errors: INVALID_ARGUMENT (e or fn NULL),
- * INVALID_HANDLE (v 0, stale, deleted or foreign), SHUTDOWN (destroy has begun), NO_MEMORY.
+ * INVALID_HANDLE (v 0, stale, deleted or foreign), SHUTDOWN (destroy has begun), NO_MEMORY,
+ * INVALID_STATE (an engine created before a fork(), in the child).
  */
 ORDO_API ordo_status ordo_wait_for_var_async(ordo_engine* e, ordo_var v, ordo_wait_fn fn,
                                              void* user_data);

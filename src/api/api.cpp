@@ -36,14 +36,23 @@ ordo_status guarded(const char* fn_name, F&& body) noexcept {
 
 // The one way an entry point that takes an engine starts: inside guarded(), the engine
 // resolved (INVALID_ARGUMENT for NULL, INVALID_HANDLE for a pointer ordo never handed out or
-// whose engine is gone), then `body(engine, fn_name)`.
+// whose engine is gone, INVALID_STATE for one created before a fork() this process came
+// from), then `body(engine, fn_name)`.
 template <class F>
 ordo_status with_engine(const char* fn_name, ordo_engine* e, F&& body) noexcept {
   return guarded(fn_name, [&](const char* api) -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
+    if (__builtin_expect(!made_here(slot_of(e)), 0)) return inherited_engine(slot_of(e));
     return body(engine, api);
   });
+}
+
+// The engine of the op running on this thread, unless it was created before a fork() (the
+// forking thread was inside one of its callbacks): INVALID_STATE then.
+ordo_status check_op_engine(const OpBlock* op) {
+  const EngineSlot* s = slot_for_tag(op->engine->tag());
+  return made_here(s) ? ORDO_OK : inherited_engine(s);
 }
 
 ordo_status null_arg(const char* fn_name, const char* arg) {
@@ -419,6 +428,7 @@ ORDO_API ordo_status ordo_exec_defer(ordo_exec* exec, ordo_completion* out) {
                   "ordo_exec_defer: exec is not the op running on this thread (an exec is valid "
                   "only inside its own callback)");
     }
+    if (ordo_status s = check_op_engine(op)) return s;
     return op->engine->defer(op, out);
   });
 }
@@ -428,6 +438,9 @@ ORDO_API ordo_status ordo_complete(ordo_completion c, int32_t code, const char* 
     if (ordo_status s = check_handle_kind(c, HandleKind::kCompletion)) return s;
     HandleBits b = HandleBits::decode(c);
     EngineSlot* slot = b.kind == HandleKind::kCompletion ? slot_for_tag(b.tag) : nullptr;
+    if (slot && !made_here(slot) && slot->engine.load(std::memory_order_acquire)) {
+      return inherited_engine(slot);
+    }
     Engine* engine = slot ? pin_engine(slot) : nullptr;
     if (!engine) {
       return fail(ORDO_ERR_INVALID_HANDLE,
@@ -454,6 +467,7 @@ ORDO_API ordo_status ordo_exec_get_info(const ordo_exec* exec, ordo_exec_info* i
       return fail(ORDO_ERR_INVALID_STATE,
                   "ordo_exec_get_info: exec is not the op running on this thread");
     }
+    if (ordo_status s = check_op_engine(op)) return s;
     Worker* w = running_worker();
     ordo_exec_info v;
     std::memset(&v, 0, sizeof v);

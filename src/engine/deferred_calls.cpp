@@ -5,6 +5,7 @@
 #include <mutex>
 #include <new>
 
+#include "base/fork_guard.h"
 #include "base/hot_tls.h"
 
 namespace ordo {
@@ -16,6 +17,15 @@ ORDO_HOT_TLS bool tls_in_forced_unwind = false;
 std::mutex g_mutex;
 DeferredCall* g_head = nullptr;  // under g_mutex; run oldest first
 DeferredCall* g_tail = nullptr;
+
+// Held across fork(); in the child, the parent's queued calls are dropped: they belong to
+// engines whose threads stayed behind, and their caller code is the parent's to run.
+const bool g_fork_handlers = on_fork([] { g_mutex.lock(); }, [] { g_mutex.unlock(); },
+                                     [] {
+                                       g_head = g_tail = nullptr;
+                                       g_deferred_calls_pending.store(false);
+                                       g_mutex.unlock();
+                                     });
 
 struct DeferredFree : DeferredCall {
   ordo_free_fn fn;
