@@ -430,19 +430,19 @@ void Engine::wait_for_window(int64_t low) {
 // run_on_pusher, run_inline_on_pusher), and a helped op runs inside one.
 template <class F>
 void Engine::as_helper(PushLane* lane, F&& run) {
-  // Undone by a destructor: a callback run here may end the thread with a forced unwind, and
-  // the completions it counted must still be announced.
-  struct Scope {
-    Engine* engine;
-    Helper helper;
-    Helper* outer;
-    ~Scope() {
-      tls_helper = outer;
-      engine->announce_batch(&helper.unflushed);
-    }
-  } scope{this, Helper{this, lane, 0}, tls_helper};
-  tls_helper = &scope.helper;
-  run();
+  Helper helper{this, lane, 0};
+  Helper* const outer = tls_helper;
+  tls_helper = &helper;
+  try {
+    run();
+  } catch (abi::__forced_unwind&) {
+    // A callback ended the thread: its completions must still be announced.
+    tls_helper = outer;
+    announce_batch(&helper.unflushed);
+    throw;
+  }
+  tls_helper = outer;
+  announce_batch(&helper.unflushed);
 }
 
 // ORDO_ENGINE_FLAG_PUSHERS_HELP: a throttled pusher runs ready ops of the normal CPU group
@@ -915,16 +915,7 @@ void Engine::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
     failures_.fetch_add(1, std::memory_order_relaxed);
     record_failure(failure);
   }
-  try {
-    release_user_data(op);  // before waiters can wake: a waiter then sees user_data released
-  } catch (abi::__forced_unwind&) {
-    release_vars_unwound(op, failure, self);  // the free_fn ended its thread: finish the op
-    throw;
-  }
-  release_vars(op, failure, self);
-}
-
-void Engine::release_vars(OpBlock* op, ErrorRecord* failure, Worker* self) {
+  release_user_data(op, failure, self);  // before waiters can wake: they see user_data released
   OpBlock* ready = nullptr;
   OpBlock** ready_tail = &ready;
   auto chain_ready = [&](OpBlock* r) {
@@ -967,15 +958,23 @@ void Engine::release_vars(OpBlock* op, ErrorRecord* failure, Worker* self) {
   }
 }
 
-void Engine::release_user_data(OpBlock* op) {
+void Engine::release_user_data(OpBlock* op, ErrorRecord* failure, Worker* self) {
   if (op->kind == OpKind::kPrepared) {
     auto* p = static_cast<PreparedOp*>(op->internal);
-    if (p->release()) prepared_.finish(p);
+    if (p->release()) {
+      try {
+        prepared_.finish(p);
+      } catch (abi::__forced_unwind&) {
+        free_fn_unwound(op, failure, self);  // the free_fn ended the thread: finish the op
+        throw;
+      }
+    }
   } else if (op->free_fn) {
     try {
       op->free_fn(op->user_data);
     } catch (abi::__forced_unwind&) {
-      throw;  // the thread is ending: finalize() finishes the op first
+      free_fn_unwound(op, failure, self);  // the free_fn ended the thread: finish the op
+      throw;
     } catch (...) {
       // A throwing free_fn from a C++ caller must not take the worker down.
     }
@@ -1015,23 +1014,38 @@ void Engine::run_inline(OpBlock* op) {
     if (!q.head) q.tail = nullptr;
     return r;
   };
-  // A thread inside a forced unwind runs no caller code (deferred_calls.h): what it would have
-  // run inline fails without being called.
-  const bool unwinding = in_forced_unwind();
   try {
-    while (q.head) {
-      OpBlock* r = pop();
-      if (__builtin_expect(unwinding, 0)) {
-        skip_unwound(r);
-      } else {
-        execute(r, current_worker());
-      }
-    }
+    while (q.head) execute(pop(), current_worker());
   } catch (abi::__forced_unwind&) {
+    // A callback ended the thread, which runs no caller code any more (deferred_calls.h): what
+    // it would have run inline fails without being called.
     ForcedUnwindScope no_caller_code;
     while (q.head) skip_unwound(pop());
     tls_inline = outer;
     throw;
+  }
+  tls_inline = outer;
+}
+
+// finalize() inside a forced unwind's handler (engine/forced_unwind.cpp). The ops it makes
+// ready to run inline are queued, never run (no caller code now): on this engine's inline loop
+// if one is on this thread's stack (its handler fails them as the unwind passes it), else on
+// one made here for them.
+void Engine::finalize_unwinding(OpBlock* op, ErrorRecord* failure, Worker* self) {
+  ForcedUnwindScope no_caller_code;
+  if (tls_inline && tls_inline->engine == this) {
+    finalize(op, failure, self);
+    return;
+  }
+  InlineQueue q;
+  q.engine = this;
+  InlineQueue* outer = tls_inline;
+  tls_inline = &q;
+  finalize(op, failure, self);
+  while (OpBlock* r = q.head) {
+    q.head = r->next;
+    if (!q.head) q.tail = nullptr;
+    skip_unwound(r);
   }
   tls_inline = outer;
 }

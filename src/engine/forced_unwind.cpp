@@ -34,7 +34,6 @@ void defer_free_of(OpBlock* op) {
 
 // The op's callback ended its thread.
 void Engine::op_unwound(OpBlock* op, Worker* self) {
-  ForcedUnwindScope no_caller_code;
   ErrorRecord* failure;
   if (op->deferred) {
     // It deferred first: its completion finishes it, or finished it already, as when a
@@ -47,18 +46,25 @@ void Engine::op_unwound(OpBlock* op, Worker* self) {
                                 "unwind: pthread_exit or thread cancellation)");
   }
   defer_free_of(op);
-  finalize(op, failure, self);
+  finalize_unwinding(op, failure, self);
 }
 
-// A free_fn ended its thread, inside finalize(): the rest of finalize.
-void Engine::release_vars_unwound(OpBlock* op, ErrorRecord* failure, Worker* self) {
-  ForcedUnwindScope no_caller_code;
-  release_vars(op, failure, self);
+// A free_fn ended its thread, inside finalize(), which had counted the op's failure and not yet
+// released its vars. finalize() again, from the top, as a plain op with nothing left to release
+// (a prepared op's reference is already dropped): the failure is not counted twice, and
+// record_failure() keeps a record offered twice once (unless an ordo_wait_for_all took it in
+// between: it then reports it again, once).
+void Engine::free_fn_unwound(OpBlock* op, ErrorRecord* failure, Worker* self) {
+  op->kind = OpKind::kUser;  // reset by the block's next push
+  op->free_fn = nullptr;
+  if (failure) failures_.fetch_sub(1, std::memory_order_relaxed);
+  finalize_unwinding(op, failure, self);
 }
 
-// An op that this thread would have run inline, now that a forced unwind is ending it: the
-// caller's ops fail without being called (skipped as usual when a var carries an error); the
-// internal ops run, since they run no caller code (an async wait's fn is queued).
+// An op that this thread would have run inline, now that a forced unwind is ending it (called
+// under a ForcedUnwindScope, with the engine's inline ops queued): the caller's ops fail
+// without being called (skipped as usual when a var carries an error); the internal ops run,
+// since they run no caller code (an async wait's fn is queued).
 void Engine::skip_unwound(OpBlock* op) {
   Worker* self = current_worker();
   if (op->kind != OpKind::kUser && op->kind != OpKind::kPrepared) {
