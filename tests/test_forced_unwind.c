@@ -404,3 +404,44 @@ Test(forced_unwind, destroy_while_workers_exit) {
   cr_assert_eq(atomic_load(&g_calls), 10);
   cr_assert_eq(atomic_load(&g_frees), 40, "%d of 40 free_fns", atomic_load(&g_frees));
 }
+
+/* A prepared op's free_fn that ends the thread deleting it: the slot is recycled, the engine
+ * goes on (new prepared ops, pushes), destroy frees it. */
+typedef struct deleter {
+  ordo_engine* e;
+  ordo_opr p;
+} deleter;
+
+static void* delete_prepared(void* arg) {
+  deleter* d = arg;
+  ordo_opr_delete(d->e, d->p);
+  return NULL;
+}
+
+Test(forced_unwind, prepared_free_fn_exit) {
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    atomic_init(&g_frees, 0);
+    ordo_engine* e = make_engine(tu_all_kinds[k], 2);
+    ordo_var v = new_var(e);
+    atomic_int ran;
+    atomic_init(&ran, 0);
+    ordo_push_opts o = tu_opts_named("prepared");
+    o.free_fn = free_and_exit;
+    deleter d = {e, 0};
+    TU_ASSERT_ST(ordo_opr_new(e, count_call, &ran, NULL, 0, &v, 1, &o, &d.p), ORDO_OK, "new");
+    for (int i = 0; i < 10; ++i) TU_ASSERT_ST(ordo_opr_push_prepared(e, d.p, 0), ORDO_OK, "push");
+    TU_ASSERT_ST(ordo_wait_for_var(e, v), ORDO_OK, "wait");
+    cr_assert_eq(on_thread(delete_prepared, &d), EXIT_CODE, "%s", tu_kind_name(tu_all_kinds[k]));
+    cr_assert_eq(atomic_load(&g_frees), 1);
+    TU_ASSERT_ST(ordo_opr_push_prepared(e, d.p, 0), ORDO_ERR_INVALID_HANDLE, "deleted");
+    for (int i = 0; i < 300; ++i) {
+      ordo_opr p = 0;
+      TU_ASSERT_ST(ordo_opr_new(e, count_call, &ran, NULL, 0, &v, 1, NULL, &p), ORDO_OK, "new");
+      TU_ASSERT_ST(ordo_opr_push_prepared(e, p, 0), ORDO_OK, "push");
+      TU_ASSERT_ST(ordo_opr_delete(e, p), ORDO_OK, "delete");
+    }
+    TU_ASSERT_ST(ordo_wait_for_all(e), ORDO_OK, "wait_all");
+    cr_assert_eq(atomic_load(&ran), 310);
+    TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "destroy");
+  }
+}
