@@ -35,6 +35,8 @@ run 60 "$build/tests/header_cxx17"
 section "the public header as FFI generators read it (ORDO_API empty, ORDO_NO_INLINE_HELPERS)"
 run 60 "$build/tests/header_c99_bare"
 run 120 python3 "$here/test_header_cffi.py" "$here/../include/ordo/ordo.h" "$build/src/libordo.so"
+section "a Python program that exits with ops pending neither aborts nor hangs (forced unwinds)"
+run 300 python3 "$here/test_python_exit.py" "$build/src/libordo.so" 5
 
 section "libordo.so is never unmapped by dlclose (its pthread key destructor must stay)"
 # shellcheck disable=SC2016 # expanded by that bash
