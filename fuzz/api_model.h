@@ -100,6 +100,10 @@ class Model {
     return id;
   }
 
+  // ordo_wait_for_var_async: queued like a write (later readers follow it), reads the var's
+  // error when its turn comes, never fails.
+  int push_async_wait(int var) { return push(NodeKind::kWait, {{var, true}}); }
+
   // The caller's ops among the transitive predecessors an op with these accesses would have.
   std::vector<int> user_preds_for(const std::vector<Access>& access) const {
     Node probe;

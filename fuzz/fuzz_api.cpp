@@ -173,6 +173,20 @@ struct VarPick {
   int var;  // the model's var when the value names a live var of this engine, else -1
 };
 
+// One ordo_wait_for_var_async: its fn must run exactly once (never when the call failed), once
+// the model's wait node is done, with that node's result.
+struct AsyncWaitRecord {
+  int node = -1;  // the model's node; -1 when the call was to fail
+  std::atomic<int> calls{0};
+  std::atomic<int> status{-1};
+};
+
+void on_async_wait(void* user_data, ordo_status status) {
+  auto* r = static_cast<AsyncWaitRecord*>(user_data);
+  r->status.store(status, std::memory_order_relaxed);
+  r->calls.fetch_add(1, std::memory_order_release);
+}
+
 class Session {
  public:
   Session(const EngineInfo& engine, const EngineInfo& other, fuzz::Input& in)
@@ -333,6 +347,8 @@ class Session {
   void step_complete();
   void complete_racing_waits(OpRecord* r, ordo_completion c, int32_t code, const char* msg);
   void step_wait_var();
+  void async_wait(const VarPick& p);
+  void check_async_waits(bool all_done);
   void step_wait_all();
   void step_get_error();
   void step_misc();
@@ -363,6 +379,7 @@ class Session {
   std::vector<bool> settled_;  // threaded engines: a wait has seen the var idle since its last op
   std::deque<OpRecord> records_;
   std::vector<OpRecord*> record_of_node_;  // by model node; nullptr for the engine's own ops
+  std::deque<AsyncWaitRecord> async_waits_;
   int bursts_ = 0;
   ordo_var foreign_ = 0;  // a live var of another engine
   ordo_stats before_;     // the engine's counters when the input started (it was idle)
@@ -729,9 +746,56 @@ void check_finished(const Model& model, std::deque<OpRecord>& records,
   (void)model;
 }
 
+// ordo_wait_for_var_async beside a wait (bit 7 of the wait's byte, which otherwise only scales
+// timeouts, so older inputs decode as before). Its fn is checked by check_async_waits.
+void Session::async_wait(const VarPick& p) {
+  async_waits_.emplace_back();
+  AsyncWaitRecord* r = &async_waits_.back();
+  if (p.var < 0) {
+    EXPECT_STATUS(ordo_wait_for_var_async(e_, p.value, on_async_wait, r),
+                  bit(ORDO_ERR_INVALID_HANDLE));
+    return;
+  }
+  r->node = model_.push_async_wait(p.var);
+  settled_[p.var] = false;
+  EXPECT_STATUS(ordo_wait_for_var_async(e_, p.value, on_async_wait, r), 0);
+}
+
+// Each async wait's fn ran at most once, never before the model allows, with the model's
+// result; exactly when the model's node is done on the naive engine (fns run inside the calls)
+// and, with `all_done` (after a wait for all work), on every engine.
+FUZZ_ORACLE void Session::check_async_waits(bool all_done) {
+  for (AsyncWaitRecord& r : async_waits_) {
+    if (all_done && r.node >= 0) {
+      // The fn runs right after its op is counted complete: a wait may return just before.
+      fuzz::Watchdog::Scope hang("an ordo_wait_fn after ordo_wait_for_all", kHangSeconds);
+      while (r.calls.load(std::memory_order_acquire) == 0) std::this_thread::yield();
+    }
+    int calls = r.calls.load(std::memory_order_acquire);
+    if (r.node < 0) {
+      FUZZ_CHECK(calls == 0, "a failed ordo_wait_for_var_async called its fn %d times", calls);
+      continue;
+    }
+    const Node& n = model_.node(r.node);
+    bool done = n.state == Node::kDone;
+    FUZZ_CHECK(calls <= (done ? 1 : 0), "an ordo_wait_fn ran %d times, the model says %s", calls,
+               done ? "once" : "not yet");
+    if (naive()) {
+      FUZZ_CHECK(calls == (done ? 1 : 0), "naive: an ordo_wait_fn ran %d times, model done=%d",
+                 calls, done);
+    }
+    if (calls == 1) {
+      ordo_status want = n.saw.empty() ? ORDO_OK : ORDO_ERR_OP_FAILED;
+      FUZZ_CHECK(r.status.load() == want, "an ordo_wait_fn got %s, the model says %s",
+                 ordo_status_string(r.status.load()), ordo_status_string(want));
+    }
+  }
+}
+
 void Session::step_wait_var() {
   VarPick p = pick_var();
   uint8_t how = in_.byte();
+  if (how & 0x80) async_wait(p);
   if (p.var < 0) {
     if (how & 1) {
       EXPECT_STATUS(ordo_wait_for_var(e_, p.value), bit(ORDO_ERR_INVALID_HANDLE));
@@ -904,6 +968,14 @@ void Session::step_misc() {
     default:
       EXPECT_STATUS(ordo_complete(made_up_completion(in_, eng_.tag), 0, nullptr),
                     bit(ORDO_ERR_INVALID_HANDLE));
+      // The sizes bindings check their layouts against (no input consumed).
+      FUZZ_CHECK(ordo_struct_size(ORDO_STRUCT_PUSH_OPTS) == sizeof(ordo_push_opts) &&
+                     ordo_struct_size(ORDO_STRUCT_ENGINE_CONFIG) == sizeof(ordo_engine_config) &&
+                     ordo_struct_size(ORDO_STRUCT_STATS) == sizeof(ordo_stats) &&
+                     ordo_struct_size(ORDO_STRUCT_QUEUE_STATS) == sizeof(ordo_queue_stats) &&
+                     ordo_struct_size(ORDO_STRUCT_EXEC_INFO) == sizeof(ordo_exec_info) &&
+                     ordo_struct_size(0) == 0 && ordo_struct_size(6) == 0,
+                 "ordo_struct_size disagrees with the header");
       break;
   }
 }
@@ -944,6 +1016,7 @@ FUZZ_ORACLE void Session::check_progress() {
       FUZZ_CHECK(done || frees == 0, "op %d finished, but the model says it cannot yet", r.id);
     }
   }
+  check_async_waits(false);
 }
 
 // The engine is idle, so its counters are exact ("exact when the engine is idle"): this input's
@@ -1004,6 +1077,7 @@ void Session::finish() {
     FUZZ_CHECK(r.frees.load() == frees_expected, "op %d: free_fn called %d times, expected %d",
                r.id, r.frees.load(), frees_expected);
   }
+  check_async_waits(true);
   check_stats();
   for (int v = 0; v < model_.num_vars(); ++v) {
     if (model_.var(v).live) EXPECT_STATUS(ordo_var_delete(e_, model_.var(v).handle), 0);

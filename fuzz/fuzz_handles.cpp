@@ -65,6 +65,13 @@ void count_free(void* user_data) {
   FUZZ_CHECK(before == 0, "free_fn called twice");
 }
 
+// An ordo_wait_fn: counts its calls (every accepted async wait calls it once, by the time its
+// engine is destroyed; a refused one never).
+void count_async_wait(void* user_data, ordo_status status) {
+  (void)status;
+  static_cast<std::atomic<int>*>(user_data)->fetch_add(1, std::memory_order_acq_rel);
+}
+
 class Session {
  public:
   explicit Session(fuzz::Input& in) : in_(in) {}
@@ -430,10 +437,16 @@ class Session {
 
   void step_wait_var() {
     EnginePick p = pick_engine();
-    bool timed = in_.byte() & 1;
+    uint8_t how = in_.byte();
+    bool timed = how & 1;
     ordo_var v = pick_value(var_pool_);
     bool valid = p.rec && p.rec->has_var(v);
     StatusSet want = expected_with_handle(p, valid);
+    if (how & 2) {  // bit 1 was unused: older inputs decode as before
+      ordo_status s = ordo_wait_for_var_async(p.ptr, v, count_async_wait, &async_calls_);
+      fuzz::check_status(__FILE__, __LINE__, "ordo_wait_for_var_async", s, want);
+      if (s == ORDO_OK) ++async_accepted_;
+    }
     fuzz::Watchdog::Scope hang("ordo_wait_for_var", kHangSeconds);
     if (timed) {
       // The ops on vars here never wait for anything, but a worker may not be done yet.
@@ -678,6 +691,9 @@ class Session {
     for (ordo_completion c : used_completions_) {
       EXPECT_STATUS(ordo_complete(c, 0, nullptr), bit(ORDO_ERR_INVALID_HANDLE));
     }
+    // Every engine is destroyed, and destroy drains: every accepted async wait has called back.
+    FUZZ_CHECK(async_calls_.load() == async_accepted_, "%d ordo_wait_fn calls for %d async waits",
+               async_calls_.load(), async_accepted_);
   }
 
   fuzz::Input& in_;
@@ -685,6 +701,8 @@ class Session {
   std::deque<Tally> tallies_;
   std::vector<uint64_t> var_pool_, opr_pool_, completion_pool_;
   std::vector<ordo_completion> used_completions_;
+  std::atomic<int> async_calls_{0};  // ordo_wait_fn calls (count_async_wait)
+  int async_accepted_ = 0;           // ordo_wait_for_var_async calls that returned ORDO_OK
   int created_ = 0;
 };
 
