@@ -12,6 +12,9 @@
 #     make stress STRESS_PIN=1 STRESS_PROCS=3   3 stress processes at once, all on one CPU
 #     make fuzz FUZZ_PIN=1 FUZZ_PROCS=2         2 fuzzing processes per harness, on one CPU
 #   (STRESS_PROCS/FUZZ_PROCS alone run that many at once over every CPU.)
+#   make abi-check  compare libordo.so and the header's constants with the baseline under abi/
+#                 (abidiff; part of make test): fails on any change but added functions
+#   make abi-dump   rewrite that baseline from this build, after a reviewed compatible change
 #   make install PREFIX=dir    install library, header and ordo.pc under dir
 #   make clean
 BUILD   ?= build
@@ -26,7 +29,7 @@ STRESS_PROCS ?= 1
 FUZZ_PIN ?= 0
 FUZZ_PROCS ?= 1
 
-.PHONY: all deps configure run quickstart test bench fuzz stress install clean
+.PHONY: all deps configure run quickstart test bench fuzz stress abi-check abi-dump install clean
 
 all: configure
 	$(MESON) compile -C $(BUILD) -j $(JOBS)
@@ -57,6 +60,12 @@ fuzz: deps
 stress: all
 	STRESS_PIN=$(STRESS_PIN) STRESS_PROCS=$(STRESS_PROCS) \
 	  bash tests/run_stress.sh $(BUILD) --ops $(STRESS_OPS)
+
+abi-check: all
+	bash tools/abi_check.sh $(BUILD)
+
+abi-dump: all
+	bash tools/abi_check.sh $(BUILD) dump
 
 install: configure
 	$(MESON) configure $(BUILD) -Dprefix=$(abspath $(PREFIX))

@@ -46,6 +46,9 @@ run 60 bash -c 'readelf -d "$0" | grep -q "Flags:.*NODELETE"' "$build/src/libord
 section "libordo.so loads anywhere: static TLS at most 512 bytes, no symbol newer than GLIBC_2.34"
 run 60 bash "$here/check_so_limits.sh" "$build/src/libordo.so"
 
+section "the ABI against abi/ (make abi-check: abidiff, and the header's constants)"
+run 120 bash "$here/../tools/abi_check.sh" "$build"
+
 section "C++ exceptions thrown by callbacks and free_fns"
 run 120 "$build/tests/ordo_exceptions_test"
 

@@ -21,6 +21,8 @@ command -v python3 >/dev/null 2>&1 || need+=(python3)
 # ps (procps, absent from minimal Debian images) finds its processes.
 command -v gdb >/dev/null 2>&1 || need+=(gdb)
 command -v ps >/dev/null 2>&1 || need+=(procps)
+# make abi-check (tools/abi_check.sh): abidw and abidiff.
+command -v abidiff >/dev/null 2>&1 || need+=(abigail-tools)
 
 tools=$(cd "$(dirname "$0")" && pwd)
 apt_install() { bash "$tools/apt-install.sh" install-deps "$@"; }
