@@ -40,8 +40,9 @@
  *    coroutine or fiber switch that never comes back, out of caller code is forbidden: it skips
  *    ordo's bookkeeping for the op and leaves the engine and the thread unusable (ops hang;
  *    undefined behaviour). A forced unwind (pthread_exit or pthread_cancel on that thread, as
- *    Python does to a thread that wants the GIL while the interpreter exits) passes through
- *    ordo and goes on ending the thread: ordo first fails the op (ORDO_ERR_OP_FAILED, "the
+ *    Python does to a thread that wants the GIL while the interpreter exits; and likewise any
+ *    exception that is not C++, such as a Rust panic through a "C-unwind" callback, which ordo
+ *    never swallows) passes through ordo and goes on ending the thread: ordo first fails the op (ORDO_ERR_OP_FAILED, "the
  *    callback's thread exited"; an op that had deferred waits for its ordo_complete as usual;
  *    a free_fn's op completes as it was going to), releases its vars and wakes its waiters, so
  *    nothing hangs and nothing aborts. On its way out the thread runs no more caller code (a

@@ -1,7 +1,5 @@
 // The exported C functions: argument checks, struct versioning, the exception barrier, and a
 // call into the engine. Nothing here knows how dependencies are tracked.
-#include <cxxabi.h>
-
 #include <cinttypes>
 #include <cstring>
 #include <exception>
@@ -9,6 +7,7 @@
 
 #include "api/engine_registry.h"
 #include "api/struct_io.h"
+#include "base/foreign_exception.h"
 #include "base/last_error.h"
 #include "core/handle_bits.h"
 #include "device/device_count.h"
@@ -31,13 +30,12 @@ ordo_status guarded(const char* fn_name, F&& body) {
     ordo_status s = body(fn_name);
     if (__builtin_expect(s != ORDO_OK, 0)) name_the_call(fn_name, s);
     return s;
-  } catch (abi::__forced_unwind&) {
-    throw;
   } catch (const std::bad_alloc&) {
     return fail(ORDO_ERR_NO_MEMORY, "%s: out of memory", fn_name);
   } catch (const std::exception& ex) {
     return fail(ORDO_ERR_INTERNAL, "%s: internal error: %s", fn_name, ex.what());
   } catch (...) {
+    if (foreign_exception_in_flight()) throw;  // a forced unwind (base/foreign_exception.h)
     return fail(ORDO_ERR_INTERNAL, "%s: internal error", fn_name);
   }
 }

@@ -1,9 +1,8 @@
 #include "engine/async_wait.h"
 
-#include <cxxabi.h>
-
 #include <new>
 
+#include "base/foreign_exception.h"
 #include "base/last_error.h"
 #include "core/var_slot.h"
 #include "engine/engine.h"
@@ -19,10 +18,10 @@ void call_and_free(AsyncWait* w) {
   delete w;
   try {
     fn(user_data, status);
-  } catch (abi::__forced_unwind&) {
-    throw;  // the wait is over and the record gone: nothing is left half done
   } catch (...) {
-    // fn returns nothing: a C++ exception from it has nowhere to go.
+    // The wait is over and the record gone: a forced unwind leaves nothing half done. A C++
+    // exception has nowhere to go (fn returns nothing).
+    if (foreign_exception_in_flight()) throw;
   }
 }
 

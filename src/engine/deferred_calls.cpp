@@ -1,10 +1,9 @@
 #include "engine/deferred_calls.h"
 
-#include <cxxabi.h>
-
 #include <mutex>
 #include <new>
 
+#include "base/foreign_exception.h"
 #include "base/fork_guard.h"
 #include "base/hot_tls.h"
 
@@ -39,10 +38,10 @@ void run_free(DeferredCall* c) {
   delete f;
   try {
     fn(user_data);
-  } catch (abi::__forced_unwind&) {
-    throw;  // this thread exits too; what is still queued waits for the next one
   } catch (...) {
-    // As for a free_fn run in place: a C++ caller's throw is ignored.
+    // A forced unwind: this thread exits too; what is still queued waits for the next one. A
+    // C++ exception is ignored, as for a free_fn run in place.
+    if (foreign_exception_in_flight()) throw;
   }
 }
 

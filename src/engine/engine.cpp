@@ -1,6 +1,5 @@
 #include "engine/engine.h"
 
-#include <cxxabi.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 #include <new>
 
 #include "base/asymmetric_fence.h"
+#include "base/foreign_exception.h"
 #include "base/hot_tls.h"
 #include "base/last_error.h"
 #include "base/prefetch.h"
@@ -95,10 +95,11 @@ __attribute__((always_inline)) inline ErrorRecord* call_user(OpBlock* op) {
   bool threw = false;
   try {
     code = op->fn(exec_of_token(token), op->user_data);
-  } catch (abi::__forced_unwind&) {
-    tls_running = outer;
-    throw;  // the thread is ending (pthread_exit, cancellation): run_user_op finishes the op
   } catch (...) {
+    if (foreign_exception_in_flight()) {
+      tls_running = outer;
+      throw;  // the thread is ending (pthread_exit, cancellation): run_user_op finishes the op
+    }
     threw = true;
   }
   tls_running = outer;
@@ -435,8 +436,9 @@ void Engine::as_helper(PushLane* lane, F&& run) {
   tls_helper = &helper;
   try {
     run();
-  } catch (abi::__forced_unwind&) {
-    // A callback ended the thread: its completions must still be announced.
+  } catch (...) {
+    // A callback ended the thread (a forced unwind, the only exception that gets out of an op's
+    // run): its completions must still be announced.
     tls_helper = outer;
     announce_batch(&helper.unflushed);
     throw;
@@ -862,7 +864,7 @@ void Engine::run_user_op(OpBlock* op, Worker* self) {
   ErrorRecord* failure;
   try {
     failure = call_user(op);
-  } catch (abi::__forced_unwind&) {
+  } catch (...) {  // only a forced unwind gets out of call_user
     op_unwound(op, self);
     throw;
   }
@@ -964,7 +966,7 @@ void Engine::release_user_data(OpBlock* op, ErrorRecord* failure, Worker* self) 
     if (p->release()) {
       try {
         prepared_.finish(p);
-      } catch (abi::__forced_unwind&) {
+      } catch (...) {                        // only a forced unwind gets out of finish()
         free_fn_unwound(op, failure, self);  // the free_fn ended the thread: finish the op
         throw;
       }
@@ -972,10 +974,11 @@ void Engine::release_user_data(OpBlock* op, ErrorRecord* failure, Worker* self) 
   } else if (op->free_fn) {
     try {
       op->free_fn(op->user_data);
-    } catch (abi::__forced_unwind&) {
-      free_fn_unwound(op, failure, self);  // the free_fn ended the thread: finish the op
-      throw;
     } catch (...) {
+      if (foreign_exception_in_flight()) {
+        free_fn_unwound(op, failure, self);  // the free_fn ended the thread: finish the op
+        throw;
+      }
       // A throwing free_fn from a C++ caller must not take the worker down.
     }
   }
@@ -1016,7 +1019,7 @@ void Engine::run_inline(OpBlock* op) {
   };
   try {
     while (q.head) execute(pop(), current_worker());
-  } catch (abi::__forced_unwind&) {
+  } catch (...) {  // only a forced unwind gets out of an op's run
     // A callback ended the thread, which runs no caller code any more (deferred_calls.h): what
     // it would have run inline fails without being called.
     ForcedUnwindScope no_caller_code;

@@ -1,8 +1,9 @@
 // Forced unwinds through caller code. pthread_exit and pthread_cancel end a thread by unwinding
-// its stack with a "forced unwind", which C++ code may see (catch abi::__forced_unwind) but must
-// let go on: swallowed, glibc aborts the process ("FATAL: exception not rethrown"). Python does
-// this to a thread that asks for the GIL while the interpreter exits, so a callback of a
-// Python program that exits with ops pending ends its engine thread this way.
+// its stack with a "forced unwind", which C++ code may see (catch (...), then
+// base/foreign_exception.h tells it from a C++ exception) but must let go on: swallowed, glibc
+// aborts the process ("FATAL: exception not rethrown"). Python does this to a thread that asks for
+// the GIL while the interpreter exits, so a callback of a Python program that exits with ops
+// pending ends its engine thread this way.
 //
 // When caller code (a callback, a free_fn) ends its thread so, the engine finishes the op before
 // the unwind leaves it: the op fails (or, for a free_fn, completes), its vars are released, what

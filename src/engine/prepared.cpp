@@ -1,9 +1,8 @@
 #include "engine/prepared.h"
 
-#include <cxxabi.h>
-
 #include <new>
 
+#include "base/foreign_exception.h"
 #include "core/handle_bits.h"
 #include "engine/deferred_calls.h"
 
@@ -88,11 +87,12 @@ void PreparedTable::finish(PreparedOp* p) {
   } else if (free_fn) {
     try {
       free_fn(p->user_data);
-    } catch (abi::__forced_unwind&) {
-      // The free_fn ended its thread: recycle the slot all the same, then let the unwind go on.
-      recycle(p);
-      throw;
     } catch (...) {
+      if (foreign_exception_in_flight()) {
+        // The free_fn ended its thread: recycle the slot all the same, then let the unwind go on.
+        recycle(p);
+        throw;
+      }
       // As for a plain op's free_fn: a C++ caller's throw must not take a worker (or
       // ordo_opr_delete's caller, or destroy) down; the slot is recycled all the same.
     }
@@ -127,7 +127,7 @@ void PreparedTable::finish_all_live() {
   };
   try {
     finish_from_i();
-  } catch (abi::__forced_unwind&) {
+  } catch (...) {  // only a forced unwind gets out of finish()
     // A free_fn ended this thread (the one releasing the engine): the others are queued to run
     // on the next thread that waits, destroys or releases (engine/deferred_calls.h).
     ForcedUnwindScope no_caller_code;

@@ -1,6 +1,5 @@
 #include "exec/worker_group.h"
 
-#include <cxxabi.h>
 #include <pthread.h>
 #include <sched.h>
 
@@ -88,8 +87,9 @@ void WorkerGroup::run(Worker* w) {
       if (!op) break;
       host_->execute(op, w);
     }
-  } catch (abi::__forced_unwind&) {
-    // Caller code ended this thread (pthread_exit, cancellation); the host has finished the op.
+  } catch (...) {
+    // Caller code ended this thread (pthread_exit, cancellation: nothing else gets out of an
+    // op's run); the host has finished the op.
     // The thread must go on ending, so another takes its place and its Worker (next op, deque,
     // lane), unless the group is stopping.
     host_->flush_completions(w);
