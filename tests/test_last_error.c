@@ -43,7 +43,7 @@ Test(last_error, per_thread_and_freed_with_the_thread) {
     for (int i = 0; i < N; ++i) pthread_create(&t[i], NULL, fail_once, &r[i]);
     for (int i = 0; i < N; ++i) pthread_join(t[i], NULL);
     for (int i = 0; i < N; ++i) {
-      cr_assert_str_empty(r[i].before);
+      cr_assert_str_eq(r[i].before, "");
       cr_assert_eq(r[i].status, ORDO_ERR_INVALID_ARGUMENT);
       cr_assert(strstr(r[i].after, "ordo_var_new") == r[i].after, "%s", r[i].after);
       cr_assert_eq(r[i].len, strlen(r[i].after));
