@@ -1,5 +1,6 @@
 // Thread-locals read on every push or completion use the initial-exec TLS model: a plain
-// %fs-relative load instead of a __tls_get_addr call (measured at ~10% of a naive push).
+// %fs-relative load instead of a __tls_get_addr call (docs/PERFORMANCE.md, "Measurements behind
+// the code").
 // They must stay small: a dlopen'ed library's initial-exec TLS comes from glibc's limited
 // static TLS surplus. The 1 KiB error-message buffer therefore keeps the default model.
 #pragma once

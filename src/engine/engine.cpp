@@ -48,8 +48,8 @@ Engine::~Engine() {
 }
 
 ordo_status Engine::start() {
-  // Registers the process for membarrier now (once per process): the kernel takes 10-25 ms for
-  // it, which the first push used to pay instead.
+  // Registers the process for membarrier now (once per process): the kernel takes milliseconds
+  // for it (docs/PERFORMANCE.md), which the first push used to pay instead.
   AsymmetricFence::prepare();
   if (ordo_status s = devices_.start(cfg_)) return s;
   return finish_start();
