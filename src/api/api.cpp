@@ -131,6 +131,16 @@ ordo_engine_config default_engine_config() {
       return fail(ORDO_ERR_UNSUPPORTED, "%s: ordo_push_opts.%s must be %s", fn_name,
                   o.next ? "next" : "reserved0", o.next ? "NULL" : "0");
     }
+    // What the options alone decide; whether the device exists is the engine's to say (route).
+    if (o.prop < ORDO_PROP_NORMAL || o.prop > ORDO_PROP_ASYNC) {
+      return fail(ORDO_ERR_INVALID_ARGUMENT, "%s: ordo_push_opts.prop=%d is not an ORDO_PROP_*",
+                  fn_name, static_cast<int>(o.prop));
+    }
+    if (o.device_type != ORDO_DEVICE_CPU && o.device_type != ORDO_DEVICE_GPU) {
+      return fail(ORDO_ERR_INVALID_ARGUMENT,
+                  "%s: ordo_push_opts.device_type=%d is not an ORDO_DEVICE_*", fn_name,
+                  static_cast<int>(o.device_type));
+    }
   }
   spec->free_fn = o.free_fn;
   spec->priority = o.priority;

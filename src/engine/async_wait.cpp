@@ -47,7 +47,7 @@ ordo_status Engine::wait_for_var_async(ordo_var v, ordo_wait_fn fn, void* user_d
   w->fn = fn;
   w->user_data = user_data;
   // May run the wait (and fn) before it returns, when nothing before it is pending on v.
-  if (ordo_status s = push_internal(OpKind::kAsyncWait, v, VarLink::kWriteBit, w)) {
+  if (ordo_status s = push_.push_internal(OpKind::kAsyncWait, v, VarLink::kWriteBit, w)) {
     delete w;
     return s;
   }
@@ -56,10 +56,10 @@ ordo_status Engine::wait_for_var_async(ordo_var v, ordo_wait_fn fn, void* user_d
 
 // The wait's turn has come: every op pushed on the var before it has completed, and no later
 // one has started (it holds the var as a writer), so the var's error is settled.
-void Engine::run_async_wait(OpBlock* op, Worker* self) {
+void OpRunner::run_async_wait(OpBlock* op, Worker* self) {
   auto* w = static_cast<AsyncWait*>(op->internal);
   const ordo_status status = first_error_of(op) ? ORDO_ERR_OP_FAILED : ORDO_OK;
-  internal_completed_.fetch_add(1, std::memory_order_relaxed);
+  counts_.count_internal_completion();
   finalize(op, nullptr, self);  // releases the var first: fn may push on it
   deliver_async_wait(w, status);
 }

@@ -16,7 +16,7 @@
 #include "core/error_record.h"
 #include "core/var_slot.h"
 #include "engine/deferred_calls.h"
-#include "engine/engine.h"
+#include "engine/op_runner.h"
 
 namespace ordo {
 
@@ -34,7 +34,7 @@ void defer_free_of(OpBlock* op) {
 }  // namespace
 
 // The op's callback ended its thread.
-void Engine::op_unwound(OpBlock* op, Worker* self) {
+void OpRunner::op_unwound(OpBlock* op, Worker* self) {
   ErrorRecord* failure;
   if (op->deferred) {
     // It deferred first: its completion finishes it, or finished it already, as when a
@@ -53,12 +53,12 @@ void Engine::op_unwound(OpBlock* op, Worker* self) {
 // A free_fn ended its thread, inside finalize(), which had counted the op's failure and not yet
 // released its vars. finalize() again, from the top, as a plain op with nothing left to release
 // (a prepared op's reference is already dropped): the failure is not counted twice, and
-// record_failure() keeps a record offered twice once (unless an ordo_wait_for_all took it in
-// between: it then reports it again, once).
-void Engine::free_fn_unwound(OpBlock* op, ErrorRecord* failure, Worker* self) {
+// OpOutcomes::failed() keeps a record offered twice once (unless an ordo_wait_for_all took it in
+// between: it then reports it again, once). OpOutcomes keeps that record.
+void OpRunner::free_fn_unwound(OpBlock* op, ErrorRecord* failure, Worker* self) {
   op->kind = OpKind::kUser;  // reset by the block's next push
   op->free_fn = nullptr;
-  if (failure) failures_.fetch_sub(1, std::memory_order_relaxed);
+  if (failure) outcomes_.uncount_failure();
   finalize_unwinding(op, failure, self);
 }
 
@@ -66,7 +66,7 @@ void Engine::free_fn_unwound(OpBlock* op, ErrorRecord* failure, Worker* self) {
 // under a ForcedUnwindScope, with the engine's inline ops queued): the caller's ops fail
 // without being called (skipped as usual when a var carries an error); the internal ops run,
 // since they run no caller code (an async wait's fn is queued).
-void Engine::skip_unwound(OpBlock* op) {
+void OpRunner::skip_unwound(OpBlock* op) {
   Worker* self = current_worker();
   if (op->kind != OpKind::kUser && op->kind != OpKind::kPrepared) {
     execute(op, self);
@@ -75,7 +75,7 @@ void Engine::skip_unwound(OpBlock* op) {
   op->set_state(OpState::kRunning);
   ErrorRecord* failure;
   if (ErrorRecord* inherited = first_error_of(op)) {
-    skipped_.fetch_add(1, std::memory_order_relaxed);
+    outcomes_.skipped();
     failure = ErrorRecord::retain(inherited);
   } else {
     failure = ErrorRecord::make(ORDO_ERR_OP_FAILED, op->op_name(),
