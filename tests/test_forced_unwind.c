@@ -445,3 +445,40 @@ Test(forced_unwind, prepared_free_fn_exit) {
     TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "destroy");
   }
 }
+
+/* A worker thread that caller code ended is not replaced while nobody waits on the engine (its
+ * host may be exiting: Python's interpreter crashes if new threads keep calling into it as it
+ * finalizes); the next wait gives the worker a new thread, and the ops pushed meanwhile run. */
+static uint32_t cpu_workers(ordo_engine* e) {
+  ordo_queue_stats q;
+  memset(&q, 0, sizeof q);
+  q.struct_size = sizeof q;
+  TU_ASSERT_ST(ordo_engine_queue_stats(e, 0, &q), ORDO_OK, "queue_stats");
+  return q.workers;
+}
+
+Test(forced_unwind, worker_replaced_when_a_wait_needs_it) {
+  atomic_init(&g_calls, 0);
+  atomic_init(&g_frees, 0);
+  ordo_engine* e = make_engine(ORDO_ENGINE_POOLED, 1);
+  ordo_var v = new_var(e);
+  ordo_var w = new_var(e);
+  ordo_push_opts o = with_free("exits");
+  TU_ASSERT_ST(ordo_opr_push(e, exit_thread, NULL, NULL, 0, &v, 1, &o), ORDO_OK, "push");
+  cr_assert(tu_wait_ge(&g_calls, 1, 5000));
+  for (int i = 0; i < 200 && cpu_workers(e) != 0; ++i) tu_sleep_ms(5);
+  cr_assert_eq(cpu_workers(e), 0, "the ended worker was replaced with nobody waiting");
+  atomic_int ran;
+  atomic_init(&ran, 0);
+  for (int i = 0; i < 10; ++i) {
+    TU_ASSERT_ST(ordo_opr_push(e, count_call, &ran, NULL, 0, &w, 1, NULL), ORDO_OK, "push");
+  }
+  tu_sleep_ms(50);
+  cr_assert_eq(atomic_load(&ran), 0, "ops ran with no worker");
+  TU_ASSERT_ST(ordo_wait_for_var(e, w), ORDO_OK, "wait");
+  cr_assert_eq(atomic_load(&ran), 10);
+  cr_assert_eq(cpu_workers(e), 1);
+  assert_var_failed_with(e, v, "thread exited");
+  cr_assert_eq(atomic_load(&g_frees), 1);
+  TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "destroy");
+}

@@ -51,7 +51,11 @@
  *    and the free_fns and ordo_wait_fns it would have called are queued, to run on the next
  *    thread that calls an ordo wait (ordo_wait_for_var*, ordo_wait_for_all*,
  *    ordo_wait_for_var_async), ordo_engine_destroy or ordo_engine_release, or on the worker that
- *    replaces the ended one: a worker thread so ended is replaced by a new one.
+ *    replaces the ended one. A worker thread so ended gets a successor at once while a thread
+ *    waits on the engine (a wait, destroy's drain) or an async wait is pending, else at the next
+ *    such call: a runtime that ends threads calling into it is usually exiting, and threads
+ *    started meanwhile would go on calling into it (CPython crashes once its interpreter is
+ *    gone). Until then the engine has that many fewer workers.
  *  - Fork: an engine belongs to the process that created it (its worker threads do not survive
  *    fork()). In a child of fork(), every call naming an engine the parent created (or a var,
  *    completion, prepared op or exec of one) returns ORDO_ERR_INVALID_STATE ("created ... before

@@ -46,8 +46,13 @@ ordo_status Engine::wait_for_var_async(ordo_var v, ordo_wait_fn fn, void* user_d
   if (!w) return fail(ORDO_ERR_NO_MEMORY, "out of memory for the wait; fn will not be called");
   w->fn = fn;
   w->user_data = user_data;
+  // A pending async wait counts as a wait: a worker thread that caller code ends meanwhile is
+  // replaced at once, since nobody may call into the engine before fn runs.
+  w->waiting = &waiting_;
+  begin_waiting();
   // May run the wait (and fn) before it returns, when nothing before it is pending on v.
   if (ordo_status s = push_.push_internal(OpKind::kAsyncWait, v, VarLink::kWriteBit, w)) {
+    end_waiting();
     delete w;
     return s;
   }
@@ -59,6 +64,7 @@ ordo_status Engine::wait_for_var_async(ordo_var v, ordo_wait_fn fn, void* user_d
 void OpRunner::run_async_wait(OpBlock* op, Worker* self) {
   auto* w = static_cast<AsyncWait*>(op->internal);
   const ordo_status status = first_error_of(op) ? ORDO_ERR_OP_FAILED : ORDO_OK;
+  w->waiting->fetch_sub(1, std::memory_order_relaxed);  // Engine::end_waiting
   counts_.count_internal_completion();
   finalize(op, nullptr, self);  // releases the var first: fn may push on it
   deliver_async_wait(w, status);

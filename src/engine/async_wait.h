@@ -4,6 +4,8 @@
 // fn with the result on the thread that ran it. The record below is its OpBlock's `internal`.
 #pragma once
 
+#include <atomic>
+
 #include "engine/deferred_calls.h"
 #include "ordo/ordo.h"
 
@@ -13,6 +15,8 @@ struct AsyncWait : DeferredCall {
   ordo_wait_fn fn = nullptr;
   void* user_data = nullptr;
   ordo_status status = ORDO_OK;  // set when the wait has run
+  // The engine's count of waits (Engine::begin_waiting), taken back when the wait runs.
+  std::atomic<int32_t>* waiting = nullptr;
 };
 
 // Calls the record's fn with `status` and frees the record, exactly once: here, or (on a thread

@@ -41,6 +41,12 @@ void DeviceTable::stop_and_join() {
   }
 }
 
+void DeviceTable::refill_workers() {
+  for (auto& group : groups_) {
+    if (group) group->refill();
+  }
+}
+
 ordo_status DeviceTable::route_slow(int32_t prop, int32_t device_type, int32_t device_id,
                                     WorkerGroup** out) {
   // The API checked prop and device_type against the header's values (make_spec): what is

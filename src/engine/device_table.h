@@ -25,6 +25,8 @@ class DeviceTable {
   ordo_status start(const EngineConfig& cfg);
   // Stops and joins every group's threads (each drained before). Idempotent.
   void stop_and_join();
+  // Gives every worker whose thread caller code ended a new thread (WorkerGroup::refill).
+  void refill_workers();
 
   // The group that runs an op of this property on this device (nullptr: inline), starting its
   // threads if needed. INVALID_ARGUMENT / NO_DEVICE with a message for a placement the table

@@ -75,7 +75,9 @@ void Engine::shutdown() {
   // Pairs with the light fence in PushPath::push_resolved: every push either counted itself
   // before this point (and is waited for below) or sees the path closed and backs out.
   AsymmetricFence::heavy();
+  begin_waiting();
   counts_.wait_idle(nullptr);
+  end_waiting();
   devices_.stop_and_join();
   drained_ = true;
   // An engine whose create failed never existed for the caller: it must not replace the file.
@@ -169,7 +171,10 @@ ordo_status Engine::wait_for_all(const uint64_t* timeout_ns) {
                 "ordo_wait_for_all called from inside an op of the same engine would wait for "
                 "itself; push a follow-up op instead");
   }
-  if (counts_.wait_idle(timeout_ns) != ORDO_OK) {
+  begin_waiting();
+  const ordo_status idle = counts_.wait_idle(timeout_ns);
+  end_waiting();
+  if (idle != ORDO_OK) {
     return fail(ORDO_ERR_TIMEOUT, "ordo_wait_for_all: timed out with ops still pending%s",
                 worth_a_report(timeout_ns) ? oldest_pending(nullptr).c_str() : "");
   }
@@ -182,7 +187,10 @@ ordo_status Engine::wait_for_all(const uint64_t* timeout_ns) {
 
 ordo_status Engine::wait_for_var(ordo_var v, const uint64_t* timeout_ns) {
   push_.refresh_ticks();
-  return waits_.wait(v, timeout_ns);
+  begin_waiting();
+  const ordo_status s = waits_.wait(v, timeout_ns);
+  end_waiting();
+  return s;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -115,6 +115,16 @@ class Engine final : public WorkerHost {
   void flush_completions(Worker* w) override { counts_.announce_batch(&w->unflushed); }
   // An idle spell ended: the ops pushed after it are stamped with a new clock reading.
   void worker_woke(Worker*) override { push_.refresh_ticks(); }
+  // A worker thread that caller code ended is replaced at once while a thread waits on the
+  // engine (a wait, destroy's drain) or an async wait is pending; else at the next of those
+  // (WorkerGroup::worker_ended says why not always at once).
+  bool replace_ended_workers_now() override { return waiting_.load(std::memory_order_seq_cst) > 0; }
+  // Counts a wait (see above) and gives every vacant worker a thread: the wait may need them.
+  void begin_waiting() {
+    waiting_.fetch_add(1, std::memory_order_seq_cst);
+    devices_.refill_workers();
+  }
+  void end_waiting() { waiting_.fetch_sub(1, std::memory_order_relaxed); }
 
  private:
   ordo_status finish_start();  // the create succeeded: records it (ORDO_TRACE numbering)
@@ -135,7 +145,8 @@ class Engine final : public WorkerHost {
   OpRunner runner_;
   PushPath push_;
   std::mutex shutdown_mutex_;
-  bool drained_ = false;  // shutdown() has drained and joined (under shutdown_mutex_)
+  bool drained_ = false;             // shutdown() has drained and joined (under shutdown_mutex_)
+  std::atomic<int32_t> waiting_{0};  // threads in a wait or drain, and async waits pending
 };
 
 }  // namespace ordo

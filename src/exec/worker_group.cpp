@@ -89,21 +89,25 @@ void WorkerGroup::run(Worker* w) {
     }
   } catch (...) {
     // Caller code ended this thread (pthread_exit, cancellation: nothing else gets out of an
-    // op's run); the host has finished the op.
-    // The thread must go on ending, so another takes its place and its Worker (next op, deque,
-    // lane), unless the group is stopping.
+    // op's run); the host has finished the op. The thread must go on ending.
     host_->flush_completions(w);
-    replace(w);
+    worker_ended(w);
     throw;
   }
   host_->flush_completions(w);
 }
 
-// Starts a thread to take over worker `w`, whose own thread is ending. Never throws, never
-// blocks on stop_and_join (which holds start_mutex_ while it joins this very thread): it gives
-// up once the group is stopping, and the ops `w` held then go to the shared queue, where the
-// drain, which stops the group only when nothing is pending, has already seen them done.
-void WorkerGroup::replace(Worker* w) {
+// Worker `w`'s thread is ending (see run). Its kept op goes to the shared queue, where the other
+// workers find it, and the worker is left vacant: a new thread takes it over (its deque, lane
+// and trace row) at once when the host wants progress now (someone waits on the engine, or it
+// drains), else at the host's next refill(). Not at once in every case: a host runtime that ends
+// threads calling into it is usually exiting (Python ends a thread that asks for the GIL while
+// the interpreter finalizes), and threads started for it would keep calling into it, up to the
+// point where it crashes (PyGILState_Ensure once the interpreter is gone). Never throws, never
+// blocks on stop_and_join (which holds start_mutex_ while it joins this very thread): once the
+// group is stopping it leaves the worker ended.
+void WorkerGroup::worker_ended(Worker* w) {
+  give_up_worker(w);
   for (;;) {
     if (stopping_.load(std::memory_order_acquire)) break;
     std::unique_lock<std::mutex> lock(start_mutex_, std::try_to_lock);
@@ -112,28 +116,47 @@ void WorkerGroup::replace(Worker* w) {
       continue;
     }
     if (stopping_.load(std::memory_order_relaxed)) break;
-    // Counted under the lock, with the replacement: running_threads() never sees the gap.
+    // Counted under the lock, with any replacement: running_threads() never sees a gap.
     exited_.fetch_add(1, std::memory_order_relaxed);
-    try {
-      threads_vec_.emplace_back([this, w] { run(w); });
-      char name[32];
-      std::snprintf(name, sizeof name, "ordo-%.4s-%d", role_, static_cast<int>(w->index % 1000));
-      name[15] = '\0';
-      pthread_setname_np(threads_vec_.back().native_handle(), name);
-      return;
-    } catch (...) {
-      // No thread: the group goes on with one fewer.
-      lock.unlock();
-      give_up_worker(w);
-      return;
-    }
+    w->vacant = true;
+    // seq_cst, against the host's waiter count: a waiter that came too late to be seen here
+    // sees the vacancy in refill() (Engine: count the wait, then refill).
+    vacancies_.fetch_add(1, std::memory_order_seq_cst);
+    if (host_->replace_ended_workers_now()) refill_locked();
+    return;
   }
   exited_.fetch_add(1, std::memory_order_relaxed);
-  give_up_worker(w);
 }
 
-// A worker whose thread ended is not replaced: the op it kept for itself goes to the shared
-// queue (its deque is stolen from as before).
+void WorkerGroup::refill() {
+  if (vacancies_.load(std::memory_order_seq_cst) == 0) return;
+  std::lock_guard<std::mutex> g(start_mutex_);
+  if (stopping_.load(std::memory_order_relaxed)) return;
+  refill_locked();
+}
+
+// Under start_mutex_: a new thread for every vacant worker (one that cannot start leaves its
+// worker vacant, for the next refill).
+void WorkerGroup::refill_locked() {
+  for (auto& worker : workers_) {
+    Worker* w = worker.get();
+    if (!w->vacant) continue;
+    try {
+      threads_vec_.emplace_back([this, w] { run(w); });
+    } catch (...) {
+      return;
+    }
+    w->vacant = false;
+    vacancies_.fetch_sub(1, std::memory_order_relaxed);
+    char name[32];
+    std::snprintf(name, sizeof name, "ordo-%.4s-%d", role_, static_cast<int>(w->index % 1000));
+    name[15] = '\0';
+    pthread_setname_np(threads_vec_.back().native_handle(), name);
+  }
+}
+
+// The op a worker whose thread ended kept for itself goes to the shared queue (its deque is
+// stolen from as before).
 void WorkerGroup::give_up_worker(Worker* w) {
   if (OpBlock* op = w->next) {
     w->next = nullptr;

@@ -33,6 +33,7 @@ struct alignas(64) Worker {
   WorkDeque deque;               // ops this worker made ready; other workers of the group steal
   TraceBuffer* trace = nullptr;  // this worker's trace row; nullptr when tracing is off
   bool entered = false;          // its host set it up (a replacement thread keeps what it set up)
+  bool vacant = false;           // its thread ended, none took it over yet (under start_mutex_)
 };
 
 class WorkerGroup {
@@ -71,6 +72,9 @@ class WorkerGroup {
     return w.group == this && w.next == nullptr && op->priority >= 0 && !queue_.has_urgent();
   }
   void stop_and_join();
+  // Starts a thread for each worker whose thread caller code ended and that none took over yet
+  // (worker_ended). One load when there is none.
+  void refill();
   WorkerHost* host() const { return host_; }
   const char* role() const { return role_; }
   // Threads running, and ops ready and not yet taken (approximate while workers run).
@@ -80,7 +84,8 @@ class WorkerGroup {
  private:
   ordo_status start();
   void run(Worker* w);
-  void replace(Worker* w);
+  void worker_ended(Worker* w);
+  void refill_locked();
   void give_up_worker(Worker* w);
   OpBlock* wait_for_work(Worker* w);
   OpBlock* search(Worker* w);
@@ -104,7 +109,8 @@ class WorkerGroup {
   alignas(64) std::atomic<int32_t> searching_{0};  // workers spinning for work (not asleep)
   std::atomic<bool> started_{false};
   std::atomic<bool> stopping_{false};
-  std::atomic<int32_t> exited_{0};  // threads that caller code ended (see replace())
+  std::atomic<int32_t> exited_{0};     // threads that caller code ended (worker_ended)
+  std::atomic<int32_t> vacancies_{0};  // workers whose thread ended, not yet taken over
   std::mutex start_mutex_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<std::thread> threads_vec_;

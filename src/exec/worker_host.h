@@ -19,6 +19,9 @@ class WorkerHost {
   virtual void flush_completions(Worker* w) = 0;
   // The worker has just woken from sleeping for lack of work.
   virtual void worker_woke(Worker* w) = 0;
+  // A worker's thread was ended by the code it ran (a forced unwind): whether to start another
+  // in its place now (someone waits for the engine's work) rather than at the next refill.
+  virtual bool replace_ended_workers_now() = 0;
 
  protected:
   ~WorkerHost() = default;
