@@ -81,6 +81,8 @@ ORDO_API const char* ordo_status_string(ordo_status s) {
       return "ORDO_ERR_UNSUPPORTED";
     case ORDO_ERR_INTERNAL:
       return "ORDO_ERR_INTERNAL";
+    case ORDO_ERR_TOKENS_DROPPED:
+      return "ORDO_ERR_TOKENS_DROPPED";
     default:
       return "ORDO_ERR_UNKNOWN";
   }
