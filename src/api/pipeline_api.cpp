@@ -100,9 +100,9 @@ extern "C" {
 ORDO_API ordo_status ordo_pipeline_create(ordo_engine* e, uint32_t num_lines,
                                           const ordo_pipe* pipes, size_t num_pipes,
                                           ordo_pipeline** out) {
+  if (out) *out = nullptr;  // on every failure, the engine's included
   return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
     if (!out) return null_arg(api, "out");
-    *out = nullptr;
     if (ordo_status s = Pipeline::check(api, num_lines, false, pipes, num_pipes)) return s;
     if (engine->shutting_down()) {
       return fail(ORDO_ERR_SHUTDOWN, "%s: the engine is shut down (destroyed)", api);
