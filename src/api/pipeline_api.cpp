@@ -120,10 +120,10 @@ ORDO_API ordo_status ordo_pipeline_create(ordo_engine* e, uint32_t num_lines,
 
 ORDO_API ordo_status ordo_pipeline_run(ordo_pipeline* p) {
   return guarded(__func__, [&](const char* api) -> ordo_status {
-    Pipeline* pipeline;
+    Pipeline* pipeline = nullptr;
     {
       std::lock_guard<std::mutex> g(pipeline_table_lock());
-      PipelineSlot* slot;
+      PipelineSlot* slot = nullptr;
       if (ordo_status s = find_pipeline(api, p, &slot)) return s;
       pipeline = slot->pipeline;
       if (pipeline->engine()->called_from_inside()) {
@@ -153,11 +153,11 @@ ORDO_API ordo_status ordo_pipeline_push(ordo_pipeline* p, const ordo_var* const_
                                         size_t num_const, const ordo_var* mutable_vars,
                                         size_t num_mutable, const ordo_push_opts* opts) {
   return guarded(__func__, [&](const char* api) -> ordo_status {
-    Pipeline* pipeline;
+    Pipeline* pipeline = nullptr;
     OpSpec spec;
     {
       std::lock_guard<std::mutex> g(pipeline_table_lock());
-      PipelineSlot* slot;
+      PipelineSlot* slot = nullptr;
       if (ordo_status s = find_pipeline(api, p, &slot)) return s;
       pipeline = slot->pipeline;
       if (ordo_status s = make_spec(api, &Pipeline::run_op, pipeline, const_vars, num_const,
@@ -185,7 +185,7 @@ ORDO_API ordo_status ordo_pipeline_push(ordo_pipeline* p, const ordo_var* const_
 ORDO_API ordo_status ordo_pipeline_reset(ordo_pipeline* p) {
   return guarded(__func__, [&](const char* api) -> ordo_status {
     std::lock_guard<std::mutex> g(pipeline_table_lock());
-    PipelineSlot* slot;
+    PipelineSlot* slot = nullptr;
     if (ordo_status s = find_pipeline(api, p, &slot)) return s;
     if (slot->pipeline->busy()) return refuse_busy(api);
     slot->pipeline->reset();
@@ -197,7 +197,7 @@ ORDO_API ordo_status ordo_pipeline_reset_pipes(ordo_pipeline* p, uint32_t num_li
                                                const ordo_pipe* pipes, size_t num_pipes) {
   return guarded(__func__, [&](const char* api) -> ordo_status {
     std::lock_guard<std::mutex> g(pipeline_table_lock());
-    PipelineSlot* slot;
+    PipelineSlot* slot = nullptr;
     if (ordo_status s = find_pipeline(api, p, &slot)) return s;
     if (slot->pipeline->busy()) return refuse_busy(api);
     if (ordo_status s = Pipeline::check(api, num_lines, true, pipes, num_pipes)) return s;
@@ -210,7 +210,7 @@ ORDO_API ordo_status ordo_pipeline_num_tokens(const ordo_pipeline* p, uint64_t* 
   return guarded(__func__, [&](const char* api) -> ordo_status {
     if (!out) return null_arg(api, "out");
     std::lock_guard<std::mutex> g(pipeline_table_lock());
-    PipelineSlot* slot;
+    PipelineSlot* slot = nullptr;
     if (ordo_status s = find_pipeline(api, p, &slot)) return s;
     *out = slot->pipeline->num_tokens();
     return ORDO_OK;
@@ -225,7 +225,7 @@ ORDO_API ordo_status ordo_pipeline_dropped(const ordo_pipeline* p, uint64_t* cou
       return fail(ORDO_ERR_INVALID_ARGUMENT, "%s: ids is NULL but cap is %zu", api, cap);
     }
     std::lock_guard<std::mutex> g(pipeline_table_lock());
-    PipelineSlot* slot;
+    PipelineSlot* slot = nullptr;
     if (ordo_status s = find_pipeline(api, p, &slot)) return s;
     const Pipeline& pipeline = *slot->pipeline;
     if (pipeline.busy()) return refuse_busy(api);
@@ -238,11 +238,11 @@ ORDO_API ordo_status ordo_pipeline_dropped(const ordo_pipeline* p, uint64_t* cou
 
 ORDO_API ordo_status ordo_pipeline_destroy(ordo_pipeline* p) {
   return guarded(__func__, [&](const char* api) -> ordo_status {
-    Pipeline* pipeline;
-    EngineSlot* engine;
+    Pipeline* pipeline = nullptr;
+    EngineSlot* engine = nullptr;
     {
       std::lock_guard<std::mutex> g(pipeline_table_lock());
-      PipelineSlot* slot;
+      PipelineSlot* slot = nullptr;
       if (ordo_status s = find_pipeline(api, p, &slot)) return s;
       if (slot->pipeline->busy()) return refuse_busy(api);
       pipeline = slot->pipeline;
@@ -281,7 +281,7 @@ ORDO_API uint32_t ordo_pipeflow_num_deferrals(const ordo_pipeflow* pf) {
 
 ORDO_API ordo_status ordo_pipeflow_stop(ordo_pipeflow* pf) {
   return guarded(__func__, [&](const char* api) -> ordo_status {
-    Pipeflow* f;
+    Pipeflow* f = nullptr;
     if (ordo_status s = pipeflow_for_first_pipe(api, pf, &f)) return s;
     f->stop = true;
     return ORDO_OK;
@@ -290,7 +290,7 @@ ORDO_API ordo_status ordo_pipeflow_stop(ordo_pipeflow* pf) {
 
 ORDO_API ordo_status ordo_pipeflow_defer(ordo_pipeflow* pf, uint64_t token) {
   return guarded(__func__, [&](const char* api) -> ordo_status {
-    Pipeflow* f;
+    Pipeflow* f = nullptr;
     if (ordo_status s = pipeflow_for_first_pipe(api, pf, &f)) return s;
     f->source->add_target(token);  // std::bad_alloc: NO_MEMORY, from guarded()
     return ORDO_OK;

@@ -245,10 +245,11 @@ bool Pipeline::first_pipe(uint32_t line) {
     for (;;) {
       tokens_.begin_invocation();
       Pipeflow pf{&tokens_, d.token, d.deferrals, line, 0, false};
-      bool threw;
+      bool threw = false;
       const int32_t code = call_pipe(p.fn, p.user_data, &pf, &threw);
       if (code != 0) {
-        // The failing token's id counts as generated (its callback saw it).
+        // Like a stop, a failing fresh token is not counted, and a resumed one is named in the
+        // failure rather than in the dropped list.
         fail_pipe(0, line, d.token, code, threw);
         return false;
       }
@@ -260,7 +261,7 @@ bool Pipeline::first_pipe(uint32_t line) {
         if (d.token != tokens_.num_tokens()) tokens_.requeue(d);
         return false;
       }
-      TokenSource::Outcome o;
+      TokenSource::Outcome o = TokenSource::Outcome::kAgain;
       try {
         o = tokens_.settle(&d);
       } catch (const std::bad_alloc&) {
@@ -284,7 +285,7 @@ void Pipeline::later_pipe(uint32_t line, uint32_t pipe) {
   const LineToken& t = grid_.token_of(line);
   Pipeflow pf{nullptr, t.token, t.deferrals, line, pipe, false};
   const ordo_pipe& p = pipes_[pipe];
-  bool threw;
+  bool threw = false;
   const int32_t code = call_pipe(p.fn, p.user_data, &pf, &threw);
   if (code != 0) fail_pipe(pipe, line, t.token, code, threw);
 }
