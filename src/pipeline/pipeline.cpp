@@ -217,13 +217,19 @@ int Pipeline::execute(Cell& c, Cell** ready) {
   }
   const uint32_t num_pipes = grid_.num_pipes();
   const uint32_t num_lines = grid_.num_lines();
+  // The next line's cell first, this token's next cell last: once this token can go on
+  // without us, the run may end and the pipeline go, and a signal to a cell no token will use
+  // any more (the next line's, after the last token) must already have been made. Each
+  // signal's release is then covered by the one after it.
+  Cell* next_line = nullptr;
+  if (serial(pipe)) {
+    Cell& down = grid_.at(line + 1 == num_lines ? 0 : line + 1, pipe);
+    if (Grid::signal(down)) next_line = &down;
+  }
   int n = 0;
   Cell& forward = grid_.at(line, pipe + 1 == num_pipes ? 0 : pipe + 1);
   if (Grid::signal(forward)) ready[n++] = &forward;
-  if (serial(pipe)) {
-    Cell& down = grid_.at(line + 1 == num_lines ? 0 : line + 1, pipe);
-    if (Grid::signal(down)) ready[n++] = &down;
-  }
+  if (next_line) ready[n++] = next_line;
   if (pipe + 1 == num_pipes && exits_.fetch_add(1, std::memory_order_acq_rel) == -1) {
     // Nothing can be runnable here: a runnable cell would belong to a token still in flight,
     // or to pipe 0 before it stopped.
