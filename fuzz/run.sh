@@ -6,7 +6,7 @@
 # Hangs: the harnesses' watchdog reports a call that must return but has not after 20 s (loaded
 # CI machines stall for seconds; a deadlock waits forever); libFuzzer's -timeout=30 backs it up.
 #
-#   fuzz/run.sh [SECONDS] [HARNESS...]      default: 300 s, all three harnesses
+#   fuzz/run.sh [SECONDS] [HARNESS...]      default: 300 s, all four harnesses
 #   ORDO_FUZZ_BUILD=dir                     build somewhere else than <repo>/build-fuzz
 #   FUZZ_PIN=1                              oversubscribed: the replays and every fuzzing
 #                                           process on one CPU (taskset), so that the engine's
@@ -23,7 +23,7 @@ if [ $# -gt 0 ]; then shift; fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${ORDO_FUZZ_BUILD:-$root/build-fuzz}
 harnesses=("$@")
-if [ ${#harnesses[@]} -eq 0 ]; then harnesses=(fuzz_var_queue fuzz_api fuzz_handles); fi
+if [ ${#harnesses[@]} -eq 0 ]; then harnesses=(fuzz_var_queue fuzz_api fuzz_handles fuzz_pipeline_defer); fi
 
 case $seconds in
   '' | *[!0-9]*) echo "fuzz/run.sh: SECONDS must be a whole number, got '$seconds'" >&2; exit 2 ;;
