@@ -437,3 +437,47 @@ Test(pipeline_api, threads_run_pipelines_on_one_engine) {
   }
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
 }
+
+/* Callbacks of a parallel pipe must be able to run at the same time: each of the first two
+ * waits (up to 10 s) until the other has started. A scheduler that kept one token's step
+ * behind the other's callback on the same thread would make them time out. */
+typedef struct meet {
+  uint64_t stop;
+  atomic_int inside, met, timed_out;
+} meet;
+
+static int32_t meet_source(ordo_pipeflow* pf, void* ud) {
+  return ordo_pipeflow_token(pf) == ((meet*)ud)->stop ? ordo_pipeflow_stop(pf) : 0;
+}
+static int32_t wait_for_a_partner(ordo_pipeflow* pf, void* ud) {
+  meet* m = ud;
+  if (ordo_pipeflow_token(pf) < 2) {
+    atomic_fetch_add(&m->inside, 1);
+    if (tu_wait_ge(&m->inside, 2, 10000)) {
+      atomic_fetch_add(&m->met, 1);
+    } else {
+      atomic_fetch_add(&m->timed_out, 1);
+    }
+  }
+  return 0;
+}
+
+Test(pipeline_api, parallel_callbacks_run_at_the_same_time, .timeout = 60) {
+  for (int32_t workers = 2; workers <= 4; workers += 2) {
+    for (int shape = 0; shape < 2; shape++) { /* S-P-S, then S-P */
+      ordo_engine* e = engine(workers);
+      meet m = {.stop = 20};
+      ordo_pipe pipes[3] = {{S, meet_source, &m}, {P, wait_for_a_partner, &m}, {S, nothing, NULL}};
+      ordo_pipeline* p = NULL;
+      cr_assert_eq(ordo_pipeline_create(e, 4, pipes, shape ? 2 : 3, &p), ORDO_OK);
+      uint64_t t0 = tu_now_ms();
+      cr_assert_eq(ordo_pipeline_run(p), ORDO_OK, "%s", ordo_last_error_message());
+      cr_assert_eq(atomic_load(&m.met), 2,
+                   "%d workers, shape %d: %d met, %d timed out after %llu ms", workers, shape,
+                   atomic_load(&m.met), atomic_load(&m.timed_out),
+                   (unsigned long long)(tu_now_ms() - t0));
+      cr_assert_eq(ordo_pipeline_destroy(p), ORDO_OK);
+      cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+    }
+  }
+}

@@ -7,16 +7,8 @@
 
 #include "base/last_error.h"
 #include "core/handle_bits.h"
-#include "pipeline/pipeflow.h"
 
 namespace ordo {
-
-// The op that runs cells: the one it was pushed for, then whatever that made runnable.
-int32_t line_task(ordo_exec*, void* cell) {
-  Cell* c = static_cast<Cell*>(cell);
-  c->owner->drive(c);
-  return 0;
-}
 
 ordo_status Pipeline::check(const char* api, uint32_t num_lines, bool keep_allowed,
                             const ordo_pipe* pipes, size_t num_pipes) {
@@ -83,8 +75,8 @@ void Pipeline::reset() {
 ordo_status Pipeline::start(const RunEnd& end, int32_t priority) {
   end_ = end;
   priority_ = priority;
-  accepted_run_ = 0;
-  exits_.store(0, std::memory_order_relaxed);
+  stopping_ = false;
+  stop_line_ = 0;
   aborting_.store(false, std::memory_order_relaxed);
   failure_claimed_.store(false, std::memory_order_relaxed);
   failure_ = Failure{};
@@ -98,12 +90,13 @@ ordo_status Pipeline::start(const RunEnd& end, int32_t priority) {
   // when an earlier run dropped tokens (its ids then run ahead of the acceptances).
   const uint32_t first_line = static_cast<uint32_t>(accepted_ % grid_.num_lines());
   grid_.arm(first_line, types_.data());
-  OpSpec spec;
-  spec.fn = line_task;
-  spec.user_data = &grid_.at(first_line, 0);
-  spec.priority = priority;
-  spec.name = "ordo_pipeline";
-  return engine_->push(spec, nullptr, 0, nullptr, 0);
+  holds_.store(1, std::memory_order_relaxed);  // the run's own, until the stop has gone round
+  waiting_tasks_.store(0, std::memory_order_relaxed);
+  bool more;
+  stash_.put(&grid_.at(first_line, 0));
+  const ordo_status s = push_task();
+  if (s != ORDO_OK) stash_.take(&more);  // nothing ran: leave the stash empty for the next run
+  return s;
 }
 
 // The last step of a run: what the caller reads, then the announcement. Nothing of the
@@ -162,158 +155,6 @@ void Pipeline::describe_end() {
                   "themselves in a cycle), or still waiting when pipe 0 stopped",
                   dropped);
   }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Line tasks
-
-// Runs `c` and then, on this thread, one of the cells each step makes runnable, handing the
-// other (the next line's) to the engine. A push the engine refuses (it is shutting down, or out
-// of memory) does not lose the cell: this thread runs it too, later.
-void Pipeline::drive(Cell* c) {
-  Cell* mine = nullptr;
-  for (;;) {
-    Cell* ready[2];
-    const int n = execute(*c, ready);
-    if (n == 2 && !push_cell(ready[1])) {
-      ready[1]->next_local = mine;
-      mine = ready[1];
-    }
-    if (n != 0) {
-      c = ready[0];
-    } else if (mine) {
-      c = mine;
-      mine = mine->next_local;
-    } else {
-      return;  // the run may be over and the pipeline gone: touch nothing
-    }
-  }
-}
-
-bool Pipeline::push_cell(Cell* c) {
-  OpSpec spec;
-  spec.fn = line_task;
-  spec.user_data = c;
-  spec.priority = priority_;
-  spec.name = "ordo_pipeline";
-  return engine_->push(spec, nullptr, 0, nullptr, 0) == ORDO_OK;
-}
-
-// Runs one cell and counts it done for the cells that wait for it; puts those it made runnable
-// in ready[] (the same line's next pipe first) and returns how many. A cell whose token leaves
-// the last pipe, or a pipe-0 step that stops, may end the run: it returns 0 and touches nothing
-// after that.
-int Pipeline::execute(Cell& c, Cell** ready) {
-  const uint32_t line = c.line;
-  const uint32_t pipe = c.pipe;
-  c.join.store(types_[pipe], std::memory_order_relaxed);  // re-armed for its next use
-  if (pipe == 0) {
-    if (!first_pipe(line)) {
-      stop_generating();
-      return 0;
-    }
-  } else if (!aborting_.load(std::memory_order_relaxed)) {
-    later_pipe(line, pipe);
-  }
-  const uint32_t num_pipes = grid_.num_pipes();
-  const uint32_t num_lines = grid_.num_lines();
-  // The next line's cell first, this token's next cell last: once this token can go on
-  // without us, the run may end and the pipeline go, and a signal to a cell no token will use
-  // any more (the next line's, after the last token) must already have been made. Each
-  // signal's release is then covered by the one after it.
-  Cell* next_line = nullptr;
-  if (serial(pipe)) {
-    Cell& down = grid_.at(line + 1 == num_lines ? 0 : line + 1, pipe);
-    if (Grid::signal(down)) next_line = &down;
-  }
-  int n = 0;
-  Cell& forward = grid_.at(line, pipe + 1 == num_pipes ? 0 : pipe + 1);
-  if (Grid::signal(forward)) ready[n++] = &forward;
-  if (next_line) ready[n++] = next_line;
-  if (pipe + 1 == num_pipes && exits_.fetch_add(1, std::memory_order_acq_rel) == -1) {
-    // Nothing can be runnable here: a runnable cell would belong to a token still in flight,
-    // or to pipe 0 before it stopped.
-    finish();
-    return 0;
-  }
-  return n;
-}
-
-// One pipe-0 step on `line` (pipeline.md §3.2): invocations until a token is accepted (true) or
-// generation ends (false: stop, a failure, or a failure elsewhere).
-bool Pipeline::first_pipe(uint32_t line) {
-  const ordo_pipe& p = pipes_[0];
-  for (;;) {
-    // A failure elsewhere ends generation between two tokens (not between two invocations of
-    // one token: the token in hand would be lost to the dropped report).
-    if (aborting_.load(std::memory_order_relaxed)) return false;
-    Draw d = tokens_.next();
-    for (;;) {
-      tokens_.begin_invocation();
-      Pipeflow pf{&tokens_, d.token, d.deferrals, line, 0, false};
-      bool threw = false;
-      const int32_t code = call_pipe(p.fn, p.user_data, &pf, &threw);
-      if (code != 0) {
-        // Like a stop, a failing fresh token is not counted, and a resumed one is named in the
-        // failure rather than in the dropped list.
-        fail_pipe(0, line, d.token, code, threw);
-        return false;
-      }
-      if (pf.stop) {
-        tokens_.begin_invocation();  // TF-BUG 2: targets named before stop() are forgotten
-        // A resumed token was generated and will never be accepted: it is reported with the
-        // dropped ones rather than lost (a fresh one was never generated). The queue has room:
-        // the token was just drawn from it.
-        if (d.token != tokens_.num_tokens()) tokens_.requeue(d);
-        return false;
-      }
-      TokenSource::Outcome o = TokenSource::Outcome::kAgain;
-      try {
-        o = tokens_.settle(&d);
-      } catch (const std::bad_alloc&) {
-        fail_run(ORDO_ERR_NO_MEMORY);
-        return false;
-      }
-      if (o == TokenSource::Outcome::kAccepted) {
-        LineToken& t = grid_.token_of(line);
-        t.token = d.token;
-        t.deferrals = d.deferrals;
-        ++accepted_;
-        ++accepted_run_;
-        return true;
-      }
-      if (o == TokenSource::Outcome::kDeferred) break;  // this line takes the next token
-    }
-  }
-}
-
-void Pipeline::later_pipe(uint32_t line, uint32_t pipe) {
-  const LineToken& t = grid_.token_of(line);
-  Pipeflow pf{nullptr, t.token, t.deferrals, line, pipe, false};
-  const ordo_pipe& p = pipes_[pipe];
-  bool threw = false;
-  const int32_t code = call_pipe(p.fn, p.user_data, &pf, &threw);
-  if (code != 0) fail_pipe(pipe, line, t.token, code, threw);
-}
-
-// Pipe 0 will not run again in this run. What is still deferred or ready is dropped (TF-BUG
-// 1: a later run must not replay it), and the run is over once the tokens accepted have left.
-void Pipeline::stop_generating() {
-  dropped_count_ = tokens_.end_run(&dropped_);
-  const int64_t accepted = static_cast<int64_t>(accepted_run_);
-  if (exits_.fetch_sub(accepted, std::memory_order_acq_rel) == accepted) finish();
-}
-
-// The first failure of the run is the one reported; it stops every later callback.
-void Pipeline::fail_pipe(uint32_t pipe, uint32_t line, uint64_t token, int32_t code, bool threw) {
-  if (failure_claimed_.exchange(true, std::memory_order_acq_rel)) return;
-  failure_ = Failure{code, pipe, line, token, threw};
-  aborting_.store(true, std::memory_order_release);
-}
-
-void Pipeline::fail_run(ordo_status status) {
-  if (run_error_ == ORDO_OK) run_error_ = status;  // pipe-0 steps only: no race
-  aborting_.store(true, std::memory_order_release);
 }
 
 // ---------------------------------------------------------------------------------------------

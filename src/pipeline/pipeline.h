@@ -1,9 +1,11 @@
 // Pipeline: one ordo_pipeline. It keeps the pipes, the grid of cells (grid.h) and the token
-// source (token_source.h), and turns a run into engine work: each runnable cell is run by a
-// "line task", an ordinary op of the engine pushed with no vars, which goes on with the cells
-// its own cell made runnable instead of returning (docs/ARCHITECTURE.md, "How a pipeline run
-// becomes engine work"). The API layer (src/api/pipeline_api.cpp) makes sure that at most one
-// run is in flight and that nothing else changes the pipeline meanwhile.
+// source (token_source.h), and turns a run into engine work: runnable cells are run by "line
+// tasks", ordinary ops of the engine pushed with no vars, each of which runs cells until none
+// is left to take (docs/ARCHITECTURE.md, "How a pipeline run becomes engine work"). The files:
+// pipeline.cpp (configuration, starting and ending runs, pushed runs), steps.cpp (what a cell
+// does), line_tasks.cpp (which thread runs which cell). The API layer (src/api/pipeline_api.cpp)
+// makes sure that at most one run is in flight and that nothing else changes the pipeline
+// meanwhile.
 #pragma once
 
 #include <atomic>
@@ -12,6 +14,7 @@
 
 #include "engine/engine.h"
 #include "ordo/ordo.h"
+#include "pipeline/cell_stash.h"
 #include "pipeline/grid.h"
 #include "pipeline/token_source.h"
 
@@ -72,7 +75,7 @@ class Pipeline {
   static void run_op_finished(void* user_data);
 
  private:
-  friend int32_t line_task(ordo_exec* exec, void* cell);
+  friend int32_t line_task(ordo_exec* exec, void* pipeline);
 
   struct Failure {
     int32_t code = 0;
@@ -83,14 +86,21 @@ class Pipeline {
   };
 
   bool serial(uint32_t pipe) const { return types_[pipe] == ORDO_PIPE_SERIAL; }
+  // line_tasks.cpp
+  void work();
   void drive(Cell* c);
+  void offer();
+  ordo_status push_task();
+  void release_hold();
+  // steps.cpp
   int execute(Cell& c, Cell** ready);
   bool first_pipe(uint32_t line);
   void later_pipe(uint32_t line, uint32_t pipe);
-  void stop_generating();
+  void stop_generating(uint32_t line);
+  int pass_stop(uint32_t line, Cell** ready);
   void fail_pipe(uint32_t pipe, uint32_t line, uint64_t token, int32_t code, bool threw);
   void fail_run(ordo_status status);
-  bool push_cell(Cell* c);
+  // pipeline.cpp
   void finish();
   void describe_end();
   static void complete_pushed(void* pipeline);
@@ -111,10 +121,17 @@ class Pipeline {
   int32_t priority_ = 0;
   int32_t push_priority_ = 0;
   ordo_completion completion_ = 0;  // a pushed run's op
-  uint64_t accepted_run_ = 0;       // by this run (pipe-0 steps only)
-  // Tokens that left the last pipe, minus accepted_run_ once pipe 0 has stopped: the run is
-  // over when this reaches 0 after the stop. Whoever brings it there ends the run.
-  std::atomic<int64_t> exits_{0};
+  // Pipe 0 has stopped on stop_line_: its pipe-0 cells now only pass the stop on, each once its
+  // line's last token has left, and the one before stop_line_ ends the run. Written by the
+  // stopping pipe-0 step, read by later pipe-0 cells (ordered by their counters).
+  bool stopping_ = false;
+  uint32_t stop_line_ = 0;
+  // Runnable cells no thread has taken yet; line tasks pushed and not yet started; and the
+  // holds on the run: its own (until the stop has gone round every line) and one per line task
+  // pushed and not yet returned. The run ends when the last hold goes.
+  CellStash stash_;
+  std::atomic<int32_t> waiting_tasks_{0};
+  std::atomic<int64_t> holds_{0};
   // A callback failed: no further callback starts; the cells pass their tokens on untouched so
   // that every token leaves and the run ends.
   std::atomic<bool> aborting_{false};
