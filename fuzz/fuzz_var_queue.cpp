@@ -3,7 +3,7 @@
 // The input is a sequence of steps: pushes (an op's accesses arriving at its vars in index order,
 // as Engine::enqueue_on_vars does, possibly with other steps between two arrivals, as happens when
 // workers complete ops while a pusher holds its locks) and completions of running ops (their
-// accesses completed in link order, as Engine::finalize does, possibly one access per step).
+// accesses completed in link order, as OpRunner::finalize does, possibly one access per step).
 // Every order this produces is one a real run could produce.
 //
 // The oracle is a reference model: per var, the plain list of accesses that arrived and are not
@@ -454,7 +454,7 @@ class VarQueueHarness {
     for (int left = op->num_links - op->completed; left > 0; --left) complete_next(op);
   }
 
-  // Completes the op's next access, as one iteration of Engine::finalize's loop.
+  // Completes the op's next access, as one iteration of OpRunner::finalize's loop.
   void complete_next(Op* op) {
     int i = op->completed;
     VarLink& l = op->link(i);

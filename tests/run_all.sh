@@ -29,6 +29,9 @@ run() {
 section "the step timeout wrapper: a deliberately hung step is named, its stacks dumped, killed"
 run 300 bash "$here/test_with_timeout.sh" "$build"
 
+section "src/ includes run down the layers, with no loops (tools/check_layers.py)"
+run 60 python3 "$here/test_check_layers.py"
+
 section "the public header as C99 and C++17"
 run 60 "$build/tests/header_c99"
 run 60 "$build/tests/header_cxx17"

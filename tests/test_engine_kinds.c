@@ -505,6 +505,10 @@ Test(engine_kinds, bad_prop_and_device_fields) {
     o.free_fn = free_count;
     cr_assert_eq(ordo_opr_push(e, op_count, NULL, NULL, 0, NULL, 0, &o), ORDO_ERR_INVALID_ARGUMENT,
                  "prop %d", (int)bad_props[i]);
+    /* checked where the options are read, and said in the caller's terms */
+    char want[64];
+    snprintf(want, sizeof want, "ordo_opr_push: ordo_push_opts.prop=%d ", (int)bad_props[i]);
+    cr_assert(strstr(ordo_last_error_message(), want) != NULL, "%s", ordo_last_error_message());
   }
   ordo_push_opts o;
   ordo_push_opts_init(&o);
@@ -513,6 +517,8 @@ Test(engine_kinds, bad_prop_and_device_fields) {
   cr_assert_eq(ordo_opr_push(e, op_count, NULL, NULL, 0, NULL, 0, &o), ORDO_ERR_INVALID_ARGUMENT);
   o.device_type = -1;
   cr_assert_eq(ordo_opr_push(e, op_count, NULL, NULL, 0, NULL, 0, &o), ORDO_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(ordo_last_error_message(), "ordo_push_opts.device_type=-1 is not") != NULL, "%s",
+            ordo_last_error_message());
   o.device_type = ORDO_DEVICE_CPU;
   o.device_id = 1; /* must be 0 for the CPU */
   cr_assert_eq(ordo_opr_push(e, op_count, NULL, NULL, 0, NULL, 0, &o), ORDO_ERR_INVALID_ARGUMENT);

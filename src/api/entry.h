@@ -93,6 +93,16 @@ inline ordo_push_opts default_push_opts() {
     if (o.next) {
       return fail(ORDO_ERR_UNSUPPORTED, "%s: ordo_push_opts.next must be NULL", fn_name);
     }
+    // What the options alone decide; whether the device exists is the engine's to say (route).
+    if (o.prop < ORDO_PROP_NORMAL || o.prop > ORDO_PROP_ASYNC) {
+      return fail(ORDO_ERR_INVALID_ARGUMENT, "%s: ordo_push_opts.prop=%d is not an ORDO_PROP_*",
+                  fn_name, static_cast<int>(o.prop));
+    }
+    if (o.device_type != ORDO_DEVICE_CPU && o.device_type != ORDO_DEVICE_GPU) {
+      return fail(ORDO_ERR_INVALID_ARGUMENT,
+                  "%s: ordo_push_opts.device_type=%d is not an ORDO_DEVICE_*", fn_name,
+                  static_cast<int>(o.device_type));
+    }
   }
   spec->free_fn = o.free_fn;
   spec->priority = o.priority;

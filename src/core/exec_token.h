@@ -19,11 +19,12 @@ namespace ordo {
 
 static_assert(sizeof(void*) == sizeof(uint64_t), "an exec token is carried in a 64-bit pointer");
 
-// A thread's current block of tokens. The caller keeps it in an initial-exec thread_local of its
-// own translation unit: an extern thread_local would cost a TLS-init check on every op.
+// A thread's current block of tokens, kept in an initial-exec thread-local (engine/thread_state.h):
+// trivial, so that it can be a __thread (an extern thread_local would cost a TLS-init check on
+// every op). Zero-initialized: the first token takes a block.
 struct ExecTokens {
-  uint64_t next = 0;
-  uint64_t end = 0;
+  uint64_t next;
+  uint64_t end;
 };
 
 // The first token of a fresh block of 2^32.

@@ -8,9 +8,9 @@
 // never a shared write. Bits 0-7 hold the state, bits 8-15 the low bits of the push count of
 // the lane that pushed it, the rest a time in ticks of the CPU's cycle counter (its low 16 bits
 // dropped), converted to nanoseconds only when someone reads it (calibrated against the steady
-// clock then). Reading that counter costs about 12 ns on this
-// project's VMs, an eighth of a push, so a push stamps its op with the engine's last reading
-// (Engine::recent_ticks_, refreshed every 256 pushes of a lane, when a push wakes a sleeping
+// clock then). Reading that counter costs an eighth of a push on this project's VMs
+// (docs/PERFORMANCE.md), so a push stamps its op with the engine's last reading
+// (PushPath::recent_ticks_, refreshed every 256 pushes of a lane, when a push wakes a sleeping
 // worker, when a worker wakes, and when a wait begins): an op's age is its time since that
 // reading, which is at most a few microseconds before its push while ops flow.
 #pragma once

@@ -81,7 +81,7 @@ void OpPool::release(OpBlock* op, OpCache* worker_cache) {
   op->life().store(static_cast<uint64_t>(OpState::kFree), std::memory_order_release);
   // A new generation makes the completion handle of this use stale. Only an op that deferred
   // was ever given one, and `gen` sits on the block's cold line: bumping it for every op cost a
-  // cache miss per op (perf, workload E: 89% of release()'s samples, ~7% of the workers' time).
+  // cache miss per op (docs/PERFORMANCE.md, "Measurements behind the code").
   if (op->deferred) {
     op->gen = next_generation(op->gen);
     // Every generation used: retire the block (it stays in its chunk until the engine goes),

@@ -26,12 +26,12 @@ struct alignas(64) PushLane {
   // with a plain store, so a waiter woken by an op's completion always sees it counted.
   std::atomic<int64_t> completed{0};
   // 1 while this worker releases the vars of an op it has already counted as completed (see
-  // Engine::finalize); waits for all work wait for it to drop.
+  // OpRunner::finalize); waits for all work wait for it to drop.
   std::atomic<uint32_t> releasing{0};
   int64_t since_throttle_check = 0;  // pushes since the throttle was last checked
   // ORDO_ENGINE_FLAG_PUSHERS_HELP: set by a throttle check that found the engine over its
   // window, cleared by one that found it under half of it; while set, an op this lane pushes
-  // that is ready at once runs on the pushing thread (Engine::push_resolved).
+  // that is ready at once runs on the pushing thread (PushPath::push_resolved).
   bool runs_ready_ops = false;
   OpCache cache;  // free op blocks, used by the owner only
 

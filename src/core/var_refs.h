@@ -88,7 +88,8 @@ class VarRefs {
   }
   // Writes a VarRef with one 16-byte store where the CPU has them: sort_and_merge() reads each
   // ref back at once as 16 bytes, and a load that spans several smaller stores cannot be
-  // forwarded from the store buffer (perf: a ~12-cycle stall per ref, 22% of collect()).
+  // forwarded from the store buffer (a stall per ref: docs/PERFORMANCE.md, "Measurements behind
+  // the code").
   static void store(VarRef* r, VarSlot* slot, uint32_t gen, bool write) {
 #if defined(__SSE2__)
     static_assert(offsetof(VarRef, gen) == 8 && offsetof(VarRef, access) == 12, "VarRef layout");

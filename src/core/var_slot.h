@@ -1,7 +1,7 @@
 // VarSlot: the per-variable dependency queue (the heart of the engine).
 //
 // Pushers and workers run on different cores, and every cache line both of them write crosses
-// between cores (about 100 ns here). So the slot is split by who writes what:
+// between cores (a round trip costs about a push's time). So the slot is split by who writes what:
 //
 //   line 0, written by pushers:  push_lock, live, gen, read_epoch, last_arrival  and  `word`,
 //                                one atomic 64-bit state; also the waits on the var's delete

@@ -71,7 +71,8 @@ ordo_status pick_threads(const char* field, int32_t value, const char* env, int3
   return ORDO_OK;
 }
 
-constexpr int32_t kDefaultMaxPending = 8192;  // measured: 4096-8192 beat 16384 on a random DAG
+// The default window: docs/PERFORMANCE.md, "Measurements behind the code".
+constexpr int32_t kDefaultMaxPending = 8192;
 constexpr int32_t kMinMaxPending = 64;
 
 ordo_status pick_max_pending(int32_t value, int32_t* out) {

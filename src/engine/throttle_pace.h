@@ -1,7 +1,7 @@
 // ThrottlePace: how long a throttled pusher waits for the pending count to fall before it gives
-// up (Engine::wait_for_window gives up so that an op waiting for the pusher cannot deadlock it).
-// A fixed 1 ms let ops that finish more than about 1 ms apart overrun the window: the pusher gave
-// up at every check and pushed max_pending / 8 more. An average of the intervals between
+// up (PendingCounts::wait_for_window gives up so that an op waiting for the pusher cannot deadlock
+// it). A fixed 1 ms let ops that finish more than about 1 ms apart overrun the window: the pusher
+// gave up at every check and pushed max_pending / 8 more. An average of the intervals between
 // completions is no better: many workers running ops of one length finish them in bursts, and a
 // few average intervals end the wait between two bursts.
 //

@@ -87,10 +87,10 @@ void VarWaits::run_mark(OpBlock* op, Worker* self) {
   // Waits that joined the mark: taken before the mark's read is released below.
   WaitJoiner* joined = l.var()->take_fired_joiners();
   Waiter* w = collect_wait_result(op);
-  engine_.internal_completed_.fetch_add(1, std::memory_order_relaxed);
+  engine_.counts_.count_internal_completion();
   // Release the var before waking the waiter: a wait that returns must leave the var idle
   // behind it, or an immediate wait_for_var_timeout(v, 0) would find this op still there.
-  engine_.finalize(op, nullptr, self);
+  engine_.runner_.finalize(op, nullptr, self);
   wake_waiter(w, joined);
 }
 
@@ -103,7 +103,7 @@ void VarWaits::delete_completed(VarSlot* v) {
 // deleted handle (a delete is caught under the lock, where it cannot race).
 template <class F>
 ordo_status VarWaits::with_var_locked(ordo_var h, F&& f) {
-  if (engine_.shutting_down()) return engine_.refuse_push(ORDO_ERR_SHUTDOWN);
+  if (engine_.shutting_down()) return refuse_push(ORDO_ERR_SHUTDOWN);
   VarRefs refs;
   if (ordo_status s = refs.collect(engine_.vars_, engine_.tag_, nullptr, 0, &h, 1)) return s;
   VarSlot* v = refs[0].slot;
@@ -249,7 +249,8 @@ ordo_status VarWaits::wait(ordo_var v, const uint64_t* timeout_ns) {
     // up nothing after it.
     if (step == VarSlot::kPushMark) {
       hit_seam(Seam::kWaitReserved);
-      if (ordo_status s = engine_.push_internal(OpKind::kWaitSignal, v, VarLink::kMarkBit, w)) {
+      if (ordo_status s =
+              engine_.push_.push_internal(OpKind::kWaitSignal, v, VarLink::kMarkBit, w)) {
         cancel_reservation(slot);
         delete w;
         return finish(s);

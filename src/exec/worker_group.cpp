@@ -121,7 +121,7 @@ bool WorkerGroup::any_work_visible() const {
 }
 
 namespace {
-constexpr int kPauseRounds = 8;    // ~10 us of pause-spinning before yielding
+constexpr int kPauseRounds = 8;    // some microseconds of pause-spinning before yielding
 constexpr int kSearchRounds = 64;  // then yields, up to this many rounds in all, before sleeping
 
 // The CPUs this process may run on.
@@ -135,10 +135,9 @@ int usable_cpus() {
 
 // Pause-spinning holds the CPU. When the group has a worker for every usable CPU, any thread that
 // pushes work shares a CPU with a worker, and a pause-spinning worker takes that CPU from it;
-// yielding at once hands it over. Measured on 2 vCPUs with 2 workers (bench_ordo, runs at the
-// same core-to-core round trip): yielding at once took an independent-op push (A) from ~128 to
-// ~72 ns/op and a chain (B) from ~64 to ~57, fan-out (C) within noise, at the price of a slightly
-// lower efficiency at 1 us grains (F).
+// yielding at once hands it over (docs/PERFORMANCE.md, "Measurements behind the code": it made
+// independent pushes and chains faster, at the price of a slightly lower efficiency at 1 us
+// grains).
 int WorkerGroup::pause_rounds_for(int32_t threads) {
   return threads < usable_cpus() ? kPauseRounds : 0;
 }

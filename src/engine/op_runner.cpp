@@ -1,0 +1,282 @@
+#include "engine/op_runner.h"
+
+#include <atomic>
+
+#include "base/hot_tls.h"
+#include "base/last_error.h"
+#include "base/prefetch.h"
+#include "core/exec_token.h"
+#include "core/handle_bits.h"
+#include "engine/thread_state.h"
+#include "engine/var_waits.h"
+
+namespace ordo {
+
+namespace {
+
+// Ops that run inline are queued here while another inline op of the same engine runs on this
+// thread, so nested readiness (an inline op making another ready) loops instead of recursing.
+// An op of another engine gets a nested loop: queuing it behind this engine's op could leave a
+// wait on that other engine blocked forever.
+struct InlineQueue {
+  const OpRunner* runner = nullptr;
+  OpBlock* head = nullptr;
+  OpBlock* tail = nullptr;
+};
+ORDO_HOT_TLS InlineQueue* tls_inline = nullptr;
+
+// Runs the user's callback; returns the failure it caused (nullptr when it succeeded or
+// deferred). Always inlined: with two instances of run_user_op (traced and not) the compiler
+// would otherwise make it a call, and the untraced op would pay for tracing existing (see
+// docs/PERFORMANCE.md, "Tracing off costs nothing").
+__attribute__((always_inline)) inline ErrorRecord* call_user(OpBlock* op) {
+  using this_thread::running;
+  const this_thread::RunningCallback outer = running;
+  const uint64_t token = next_exec_token(this_thread::exec_tokens);
+  running = {op, token};
+  int32_t code = 0;
+  bool threw = false;
+  try {
+    code = op->fn(exec_of_token(token), op->user_data);
+  } catch (...) {
+    threw = true;
+  }
+  running = outer;
+  if (op->deferred) return nullptr;
+  if (threw) return ErrorRecord::make(ORDO_ERR_OP_FAILED, op->op_name(), "the callback threw");
+  return code == 0 ? nullptr : ErrorRecord::make(code, op->op_name(), nullptr);
+}
+
+// A small number for each thread that records into the callers' row (its row in the trace).
+uint32_t caller_thread_number() {
+  static std::atomic<uint32_t> next{1};
+  thread_local uint32_t mine = next.fetch_add(1, std::memory_order_relaxed);
+  return mine;
+}
+
+}  // namespace
+
+OpRunner::OpRunner(const Parts& parts)
+    : engine_(parts.engine),
+      tag_(parts.tag),
+      pool_(parts.pool),
+      vars_(parts.vars),
+      prepared_(parts.prepared),
+      waits_(parts.waits),
+      counts_(parts.counts),
+      outcomes_(parts.outcomes),
+      tracer_(parts.tracer) {}
+
+Worker* OpRunner::current_worker() const {
+  Worker* w = this_thread::worker;
+  return (w && w->group->host() == engine_) ? w : nullptr;
+}
+
+void OpRunner::execute(OpBlock* op, Worker* self) {
+  this_thread::BusyScope busy(engine_);
+  switch (op->kind) {
+    case OpKind::kWaitSignal:
+      waits_.run_mark(op, self);
+      return;
+    case OpKind::kClearError:
+    case OpKind::kDeleteVar:
+      counts_.count_internal_completion();
+      finalize(op, nullptr, self);  // the work happens on the var in finalize
+      return;
+    case OpKind::kUser:
+    case OpKind::kPrepared:
+      break;
+  }
+  // One test of tracer_ per op: the untraced instance has no tracing code at all.
+  if (__builtin_expect(tracer_ != nullptr, 0)) {
+    run_user_op<true>(op, self);
+  } else {
+    run_user_op<false>(op, self);
+  }
+}
+
+template <bool kTraced>
+void OpRunner::run_user_op(OpBlock* op, Worker* self) {
+  op->set_state(OpState::kRunning);
+  LinkCursor links(op);
+  for (uint32_t i = 0; i < op->num_links; ++i) {  // both of the var's lines, for finalize
+    VarSlot* v = links.next().var();
+    prefetch_for_write(v);                                // the state word, CASed at completion
+    __builtin_prefetch(reinterpret_cast<char*>(v) + 64);  // the FIFO and error, read
+  }
+  const uint64_t start_ns = kTraced ? tracer_->now_ns() : 0;
+  if (ErrorRecord* inherited = first_error_of(op)) {
+    outcomes_.skipped();
+    if (kTraced) trace_op(op, self, start_ns, TraceOutcome::kSkipped);
+    finalize(op, ErrorRecord::retain(inherited), self);  // skipped: passes the error on
+    return;
+  }
+  ErrorRecord* failure = call_user(op);
+  if (kTraced) {
+    trace_op(op, self, start_ns,
+             op->deferred ? TraceOutcome::kDeferred
+                          : (failure ? TraceOutcome::kFailed : TraceOutcome::kOk));
+  }
+  if (op->deferred) {
+    // Whichever of "callback returned" and "ordo_complete" comes second finishes the op.
+    if (op->finish_refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    failure = op->async_error;
+  }
+  finalize(op, failure, self);
+}
+
+ordo_status OpRunner::defer(OpBlock* op, ordo_completion* out) {
+  if (op->deferred) {
+    return fail(ORDO_ERR_INVALID_STATE, "ordo_exec_defer: the op has already deferred");
+  }
+  op->deferred = true;
+  op->set_state(OpState::kDeferred);
+  op->async_error = nullptr;
+  op->finish_refs.store(2, std::memory_order_relaxed);
+  op->completion_gen.store(op->gen | OpBlock::kArmed, std::memory_order_release);
+  *out = HandleBits::encode(tag_, HandleKind::kCompletion, op->gen, op->index);
+  return ORDO_OK;
+}
+
+ordo_status OpRunner::complete(uint32_t gen, uint32_t index, int32_t code, const char* message) {
+  OpBlock* op = pool_.find(index);
+  uint32_t armed = gen | OpBlock::kArmed;
+  // The CAS disarms the handle: a second call, or a stale handle, fails here.
+  if (!op || !op->completion_gen.compare_exchange_strong(armed, gen, std::memory_order_acq_rel)) {
+    return fail(ORDO_ERR_INVALID_HANDLE,
+                "completion handle is stale: already completed, or never issued");
+  }
+  if (code != 0) op->async_error = ErrorRecord::make(code, op->op_name(), message);
+  if (op->finish_refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    this_thread::BusyScope busy(engine_);
+    finalize(op, op->async_error, current_worker());
+  }
+  return ORDO_OK;
+}
+
+// Publishes the op's outcome on each var, releases its grants, recycles it, and hands on
+// whatever became ready.
+void OpRunner::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
+  if (failure) outcomes_.failed(failure);
+  release_user_data(op);  // before waiters can wake: a waiter then sees user_data released
+  OpBlock* ready = nullptr;
+  OpBlock** ready_tail = &ready;
+  auto chain_ready = [&](OpBlock* r) {
+    r->next = nullptr;
+    *ready_tail = r;
+    ready_tail = &r->next;
+  };
+  // Counted before its vars are released: whoever sees a var released (a successor, the signal
+  // op of ordo_wait_for_var) finds this op completed. Waits for all work, which may therefore
+  // see the count before the release, wait for the release to end (PendingCounts).
+  const CompletionSite at = completion_site(self);
+  counts_.begin_release(at.lane);
+  counts_.note_completed(at);
+  LinkCursor links(op);
+  const uint32_t num_links = op->num_links;
+  for (uint32_t i = 0; i < num_links; ++i) {
+    const VarLink& l = links.next();
+    VarSlot* v = l.var();
+    const bool write = l.write();
+    if (failure && write) v->set_error(failure);
+    if (op->kind == OpKind::kClearError) v->set_error(nullptr);
+    const VarSlot::Completion done = v->complete(l);
+    settle_grants(done.granted, chain_ready);
+    if (__builtin_expect(done.fired != nullptr, 0)) chain_ready(done.fired->op());
+    if (op->kind == OpKind::kDeleteVar) {
+      VarWaits::delete_completed(v);
+      vars_.reclaim(v);
+    }
+  }
+  ErrorRecord::release(failure);
+  pool_.release(op, at.cache);
+  counts_.end_release(at.lane);
+  // A worker keeps one successor for itself, but never while a callback of its own is still on
+  // the stack (that callback might wait for the successor to start).
+  Worker* keeper = this_thread::running.op == nullptr ? self : nullptr;
+  while (ready) {
+    OpBlock* r = ready;
+    ready = r->next;
+    dispatch(r, keeper, self ? static_cast<size_t>(self->index) : 0);
+  }
+}
+
+void OpRunner::release_user_data(OpBlock* op) {
+  if (op->kind == OpKind::kPrepared) {
+    auto* p = static_cast<PreparedOp*>(op->internal);
+    if (p->release()) prepared_.finish(p);
+  } else if (op->free_fn) {
+    try {
+      op->free_fn(op->user_data);
+    } catch (...) {
+      // A throwing free_fn from a C++ caller must not take the worker down.
+    }
+  }
+}
+
+void OpRunner::dispatch(OpBlock* op, Worker* self, size_t ring_hint) {
+  WorkerGroup* g = op->group;
+  if (!g) {
+    run_inline(op);
+  } else if (self && g->may_keep(*self, op)) {
+    self->next = op;
+  } else if (!self || !g->hand_to_self(*self, op)) {
+    g->enqueue(op, ring_hint);
+  }
+}
+
+void OpRunner::run_inline(OpBlock* op) {
+  op->next = nullptr;
+  if (tls_inline && tls_inline->runner == this) {  // already looping on this thread: queue it
+    if (tls_inline->tail) {
+      tls_inline->tail->next = op;
+    } else {
+      tls_inline->head = op;
+    }
+    tls_inline->tail = op;
+    return;
+  }
+  InlineQueue q;
+  q.runner = this;
+  q.head = q.tail = op;
+  InlineQueue* outer = tls_inline;
+  tls_inline = &q;
+  while (q.head) {
+    OpBlock* r = q.head;
+    q.head = r->next;
+    if (!q.head) q.tail = nullptr;
+    execute(r, current_worker());
+  }
+  tls_inline = outer;
+}
+
+// Where the calling thread counts a completion and returns the block: a worker, or a pusher
+// helping this engine, on its own lane and magazine; any other thread on the shared counter and
+// the pool's locked shards (a worker without a lane: shared counter, own magazine).
+CompletionSite OpRunner::completion_site(Worker* self) const {
+  if (self) return {self->lane, &self->unflushed, &self->cache};
+  this_thread::Helper* h = this_thread::helper;
+  if (h && h->engine == engine_) return {h->lane, &h->unflushed, &h->lane->cache};
+  return {nullptr, nullptr, nullptr};
+}
+
+void OpRunner::trace_op(const OpBlock* op, Worker* self, uint64_t start_ns, TraceOutcome outcome) {
+  TraceRecord r;
+  r.start_ns = start_ns;
+  r.end_ns = tracer_->now_ns();
+  r.thread = self ? 0 : caller_thread_number();
+  r.device_type = op->device_type;
+  r.device_id = op->device_id;
+  r.outcome = outcome;
+  copy_name(r.name, op->has_name ? op->name : "");
+  if (!self) {
+    tracer_->record_external(r);
+  } else if (!self->trace) {
+    tracer_->count_dropped();  // the worker's row could not be allocated
+  } else if (TraceRecord* slot = self->trace->reserve()) {
+    *slot = r;
+    self->trace->commit();
+  }
+}
+
+}  // namespace ordo

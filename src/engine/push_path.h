@@ -1,0 +1,116 @@
+// PushPath: how an op gets in. A push routes the op to a worker group (DeviceTable), resolves its
+// var handles (VarRefs), counts itself on the pushing thread's lane (PendingCounts), takes a
+// block from the pool, and arrives at each var's queue under two-phase locking; an op that no
+// access waits for is dispatched at once. Every so many pushes a lane checks the submission
+// window (max_pending): an overfull window makes the pusher wait, or run ready ops itself
+// (ORDO_ENGINE_FLAG_PUSHERS_HELP, push_helping.cpp). Once shutdown begins, pushes are refused.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/op_block.h"
+#include "core/op_life.h"
+#include "core/op_pool.h"
+#include "core/var_refs.h"
+#include "core/var_table.h"
+#include "engine/device_table.h"
+#include "engine/engine_config.h"
+#include "engine/op_runner.h"
+#include "engine/pending_counts.h"
+#include "ordo/ordo.h"
+
+namespace ordo {
+
+class Engine;
+
+// What a push asks for, before it becomes an OpBlock.
+struct OpSpec {
+  ordo_fn fn = nullptr;
+  void* user_data = nullptr;
+  ordo_free_fn free_fn = nullptr;
+  int32_t priority = 0;
+  int32_t prop = ORDO_PROP_NORMAL;
+  int32_t device_type = ORDO_DEVICE_CPU;
+  int32_t device_id = 0;
+  const char* name = nullptr;
+  OpKind kind = OpKind::kUser;
+  void* internal = nullptr;
+};
+
+// Records why a push was refused (nothing was pushed or done) and returns `status`
+// (ORDO_ERR_SHUTDOWN or ORDO_ERR_NO_MEMORY). The message names no call: user pushes,
+// ordo_opr_new and the internal pushes of deletes, clears and waits all come here, and the API
+// layer puts the caller's name in front.
+ordo_status refuse_push(ordo_status status);
+
+class PushPath {
+ public:
+  struct Parts {
+    Engine* engine;          // whose lanes a pushing thread claims (engine/lane_cache.h)
+    const WorkerHost* host;  // the same engine, as this thread's state names it
+    uint32_t tag;
+    const EngineConfig& cfg;
+    VarTable& vars;
+    OpPool& pool;
+    PendingCounts& counts;
+    DeviceTable& devices;
+    OpRunner& runner;
+  };
+  explicit PushPath(const Parts& parts);
+  PushPath(const PushPath&) = delete;
+  PushPath& operator=(const PushPath&) = delete;
+
+  // Checks the op's placement (property, device) and returns the group that runs it (nullptr:
+  // inline), starting its threads if needed.
+  ordo_status route(int32_t prop, int32_t device_type, int32_t device_id, WorkerGroup** out) {
+    ordo_status s = devices_.route(prop, device_type, device_id, out);
+    return s == ORDO_ERR_SHUTDOWN ? refuse_push(s) : s;
+  }
+  ordo_status push(const OpSpec& spec, const ordo_var* const_vars, size_t num_const,
+                   const ordo_var* mutable_vars, size_t num_mutable);
+  // An internal op on one var; `access`: VarLink::kWriteBit, or kMarkBit for a wait's mark.
+  ordo_status push_internal(OpKind kind, ordo_var v, uintptr_t access, void* internal);
+  // `refs` come from VarRefs::collect (merged, at most OpBlock::kMaxLinks; sorted by slot
+  // address unless a short list of distinct vars).
+  ordo_status push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n);
+
+  // Refuses every push from now on (shutdown's first step); see push_resolved for the handshake.
+  void close() { closed_.store(true, std::memory_order_seq_cst); }
+  bool closed() const { return closed_.load(std::memory_order_acquire); }
+
+  // The cycle counter as last read: what a push stamps its op with (core/op_life.h), refreshed
+  // when an idle spell ends (a worker wakes, a wait begins) and every 256 pushes of a lane.
+  void refresh_ticks() { recent_ticks_.store(life_ticks(), std::memory_order_relaxed); }
+
+ private:
+  void fill(OpBlock* op, const OpSpec& spec, WorkerGroup* group);
+  bool attach_links(OpBlock* op, size_t n);
+  ordo_status enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* ready);
+  // The submission window and helping pushers (push_helping.cpp).
+  void check_throttle(PushLane* lane, bool shared);
+  void throttle(PushLane* lane);
+  template <class F>
+  void as_helper(PushLane* lane, F&& run);
+  bool help_while_throttled(PushLane* lane);
+  bool run_on_pusher(OpBlock* op, PushLane* lane);
+  void run_inline_on_pusher(OpBlock* op, PushLane* lane);
+
+  Engine* const engine_;
+  const WorkerHost* const host_;
+  const uint32_t tag_;
+  const int32_t max_pending_;
+  const bool pushers_help_;
+  const int64_t throttle_check_every_;  // pushes of one lane between two looks at the window
+  VarTable& vars_;
+  OpPool& pool_;
+  PendingCounts& counts_;
+  DeviceTable& devices_;
+  OpRunner& runner_;
+  // Written rarely, each on a line of its own, so pushes read them from their cache.
+  alignas(64) std::atomic<uint64_t> recent_ticks_{life_ticks()};
+  alignas(64) std::atomic<bool> closed_{false};
+};
+
+}  // namespace ordo
