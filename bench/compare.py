@@ -451,9 +451,12 @@ def print_rounds_won(run):
     rounds = run.rounds()
     if len(rounds) < 2:
         return
-    cols = list(WORKLOADS) + ["METG", "K"]
+    pipe_cols = [f"P{lines}" for lines in sorted({l for (_s, l) in run.pipe_rounds})]
+    cols = list(WORKLOADS) + ["METG", "K"] + pipe_cols
 
     def per_round(s, c):
+        if c in pipe_cols:
+            return {r: v[0] for r, v in run.pipe_rounds.get((s, int(c[1:])), {}).items()}
         if c == "METG":
             return {r: (v if v > 0 else float("inf")) for r, v in run.metg_rounds.get(s, {}).items()}
         if c == "K":
@@ -479,7 +482,7 @@ def print_rounds_won(run):
             row.append(f"{won}/{len(both)}" + (f" ({tied} tied)" if tied else ""))
         rows.append(row)
     print("Rounds won by ordo: rounds in which ordo's value beat the system's in that same round "
-          "(A-E ns/op, METG, K seconds; lower wins)")
+          "(A-E ns/op, METG, K seconds,\n  P<lines> ns per token; lower wins)")
     print(table(rows, ["system"] + cols, "l" + "r" * len(cols)))
     print()
 

@@ -429,6 +429,13 @@ PIPE tbb 2 64.0 63.0 65.0
         self.assertIn(["tbb", "62.0", "[59.0", "-", "70.0]", "16,129,032", "1.38"], rows)
         self.assertIn(["4", "ordo", "43.0", "[40.0", "-", "45.0]", "23,255,814", "1.00"], rows)
 
+    def test_rounds_won_count_the_pipeline(self):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            compare.print_rounds_won(parse(self.LINES))
+        row = next(line.split() for line in out.getvalue().splitlines() if line.startswith("tbb"))
+        self.assertEqual(row[-2:], ["3/3", "-"])  # P2: ordo won all 3; P4: tbb has no run
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=1)
