@@ -31,8 +31,11 @@
  * Threads: pipe callbacks run on the engine's CPU workers (for the naive engine, on the thread
  * that called ordo_pipeline_run, or that completes what the pushed run waits for), never two
  * callbacks of one serial pipe at once. No worker waits or spins while a line waits for a serial
- * pipe: whoever finishes the step a line waits for hands it to the workers. A callback may push
- * ops, and may run other pipelines of other engines; it must not wait on its own engine.
+ * pipe: whoever finishes the step a line waits for runs that line's step next, or leaves it where
+ * any worker of the engine takes it. Short steps mostly run one after another on the thread that
+ * made them runnable (cheaper than handing each to another core); a step never waits behind a
+ * long callback while another worker is free. A callback may push ops, and may run other
+ * pipelines of other engines; it must not wait on its own engine.
  * Pipeline handles are thread-safe (one run at a time); a pipeflow is valid only inside the
  * callback it was given to, on that thread.
  */
@@ -140,13 +143,13 @@ ORDO_API ordo_status ordo_pipeline_reset_pipes(ordo_pipeline* p, uint32_t num_li
                                                const ordo_pipe* pipes, size_t num_pipes);
 
 /** *out = the tokens generated since the last reset (the next fresh id; a token deferred, even
- *  one later dropped, counts; the id pipe 0 stopped on does not). While a run is in flight, a
- *  snapshot. Errors: INVALID_ARGUMENT (NULL), INVALID_HANDLE. */
+ *  one later dropped, counts; the id pipe 0 stopped on, or failed on, does not). While a run is
+ *  in flight, a snapshot. Errors: INVALID_ARGUMENT (NULL), INVALID_HANDLE. */
 ORDO_API ordo_status ordo_pipeline_num_tokens(const ordo_pipeline* p, uint64_t* out);
 
 /**
- * The tokens the last run dropped (still deferred or ready when it ended), until the next run or
- * reset: *count receives how many, and ids (when not NULL) the first min(count, cap) of them,
+ * The tokens the last run dropped (still deferred or ready when it ended, or a resumed token on
+ * which pipe 0 stopped), until the next run or reset: *count receives how many, and ids (when not NULL) the first min(count, cap) of them,
  * ascending. Errors: INVALID_ARGUMENT (p or count NULL, ids NULL with cap not 0),
  * INVALID_HANDLE, INVALID_STATE (a run in flight).
  */
@@ -170,8 +173,9 @@ ORDO_API uint32_t ordo_pipeflow_pipe(const ordo_pipeflow* pf);
 ORDO_API uint32_t ordo_pipeflow_num_deferrals(const ordo_pipeflow* pf);
 /**
  * Pipe 0 only: ends token generation. The current token is discarded (a fresh one is not
- * counted), targets it named with ordo_pipeflow_defer are forgotten, no further pipe-0
- * invocation happens in this run, and the tokens already accepted run to the end. Errors:
+ * counted; a resumed deferred one is reported as dropped), targets it named with
+ * ordo_pipeflow_defer are forgotten, no further pipe-0 invocation happens in this run, and the
+ * tokens already accepted run to the end. Errors:
  * INVALID_ARGUMENT (NULL), INVALID_STATE (pf invalid, or a pipe other than 0: the run goes on).
  */
 ORDO_API ordo_status ordo_pipeflow_stop(ordo_pipeflow* pf);
