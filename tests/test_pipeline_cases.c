@@ -46,11 +46,11 @@ static void run_case(const ps_script* s, const ps_expect* e, const char* name) {
 }
 
 /* The documentation example's script (T1): 2 defers to 8; 5 to 2 and 7, then to 9. */
-#define T1_RULES                                                           \
-  .nrules = 3, .rules = {                                                  \
-    {2, 0, 1, {8}, 0},                                                     \
-    {5, 0, 2, {2, 7}, 0},                                                  \
-    {5, 1, 1, {9}, 0},                                                     \
+#define T1_RULES                         \
+  .nrules = 3, .rules = {                \
+                   {2, 0, 1, {8}, 0},    \
+                   {5, 0, 2, {2, 7}, 0}, \
+                   {5, 1, 1, {9}, 0},    \
   }
 #define T1_ACCEPTED "0 1 3 4 6 7 8 2 9 5 10"
 
@@ -58,66 +58,66 @@ TestSuite(pipeline_cases, .timeout = 120);
 
 Test(pipeline_cases, t1a_documentation_example_4_lines) {
   ps_script s = {.lines = 4, .num_pipes = 3, .types = {S, S, S}, .stop_at = 11, T1_RULES};
-  ps_expect e = {
-      .pipe0 = "0/0@L0 1/0@L1 2/0@L2 D{8} 3/0@L2 4/0@L3 5/0@L0 D{2,7} 6/0@L0 7/0@L1 8/0@L2 "
-               "2/1@L3 5/1@L0 D{9} 9/0@L0 5/2@L1 10/0@L2 11/0@L3 STOP",
-      .accepted = T1_ACCEPTED,
-      .lines = "0 1 2 3 0 1 2 3 0 1 2",
-      .nds = "2:1 5:2",
-      .num_tokens = 11,
-      .status = ORDO_OK,
-      .dropped = ""};
+  ps_expect e = {.pipe0 =
+                     "0/0@L0 1/0@L1 2/0@L2 D{8} 3/0@L2 4/0@L3 5/0@L0 D{2,7} 6/0@L0 7/0@L1 8/0@L2 "
+                     "2/1@L3 5/1@L0 D{9} 9/0@L0 5/2@L1 10/0@L2 11/0@L3 STOP",
+                 .accepted = T1_ACCEPTED,
+                 .lines = "0 1 2 3 0 1 2 3 0 1 2",
+                 .nds = "2:1 5:2",
+                 .num_tokens = 11,
+                 .status = ORDO_OK,
+                 .dropped = ""};
   run_case(&s, &e, "T1a");
 }
 
 Test(pipeline_cases, t1b_documentation_example_2_lines) {
   ps_script s = {.lines = 2, .num_pipes = 3, .types = {S, S, S}, .stop_at = 11, T1_RULES};
-  ps_expect e = {
-      .pipe0 = "0/0@L0 1/0@L1 2/0@L0 D{8} 3/0@L0 4/0@L1 5/0@L0 D{2,7} 6/0@L0 7/0@L1 8/0@L0 "
-               "2/1@L1 5/1@L0 D{9} 9/0@L0 5/2@L1 10/0@L0 11/0@L1 STOP",
-      .accepted = T1_ACCEPTED,
-      .lines = "0 1 0 1 0 1 0 1 0 1 0",
-      .nds = "2:1 5:2",
-      .num_tokens = 11,
-      .status = ORDO_OK,
-      .dropped = ""};
+  ps_expect e = {.pipe0 =
+                     "0/0@L0 1/0@L1 2/0@L0 D{8} 3/0@L0 4/0@L1 5/0@L0 D{2,7} 6/0@L0 7/0@L1 8/0@L0 "
+                     "2/1@L1 5/1@L0 D{9} 9/0@L0 5/2@L1 10/0@L0 11/0@L1 STOP",
+                 .accepted = T1_ACCEPTED,
+                 .lines = "0 1 0 1 0 1 0 1 0 1 0",
+                 .nds = "2:1 5:2",
+                 .num_tokens = 11,
+                 .status = ORDO_OK,
+                 .dropped = ""};
   run_case(&s, &e, "T1b");
 }
 
 /* §3.5: the same accepted order for 1 and 8 lines, S-P-S, and a single pipe; only lines differ. */
 Test(pipeline_cases, t1_variants_lines_and_pipe_types) {
   ps_script one = {.lines = 1, .num_pipes = 3, .types = {S, S, S}, .stop_at = 11, T1_RULES};
-  ps_expect e1 = {
-      .pipe0 = "0/0@L0 1/0@L0 2/0@L0 D{8} 3/0@L0 4/0@L0 5/0@L0 D{2,7} 6/0@L0 7/0@L0 8/0@L0 "
-               "2/1@L0 5/1@L0 D{9} 9/0@L0 5/2@L0 10/0@L0 11/0@L0 STOP",
-      .accepted = T1_ACCEPTED,
-      .lines = "0 0 0 0 0 0 0 0 0 0 0",
-      .nds = "2:1 5:2",
-      .num_tokens = 11,
-      .status = ORDO_OK,
-      .dropped = ""};
+  ps_expect e1 = {.pipe0 =
+                      "0/0@L0 1/0@L0 2/0@L0 D{8} 3/0@L0 4/0@L0 5/0@L0 D{2,7} 6/0@L0 7/0@L0 8/0@L0 "
+                      "2/1@L0 5/1@L0 D{9} 9/0@L0 5/2@L0 10/0@L0 11/0@L0 STOP",
+                  .accepted = T1_ACCEPTED,
+                  .lines = "0 0 0 0 0 0 0 0 0 0 0",
+                  .nds = "2:1 5:2",
+                  .num_tokens = 11,
+                  .status = ORDO_OK,
+                  .dropped = ""};
   run_case(&one, &e1, "T1, 1 line");
   ps_script eight = {.lines = 8, .num_pipes = 3, .types = {S, S, S}, .stop_at = 11, T1_RULES};
-  ps_expect e8 = {
-      .pipe0 = "0/0@L0 1/0@L1 2/0@L2 D{8} 3/0@L2 4/0@L3 5/0@L4 D{2,7} 6/0@L4 7/0@L5 8/0@L6 "
-               "2/1@L7 5/1@L0 D{9} 9/0@L0 5/2@L1 10/0@L2 11/0@L3 STOP",
-      .accepted = T1_ACCEPTED,
-      .lines = "0 1 2 3 4 5 6 7 0 1 2",
-      .nds = "2:1 5:2",
-      .num_tokens = 11,
-      .status = ORDO_OK,
-      .dropped = ""};
+  ps_expect e8 = {.pipe0 =
+                      "0/0@L0 1/0@L1 2/0@L2 D{8} 3/0@L2 4/0@L3 5/0@L4 D{2,7} 6/0@L4 7/0@L5 8/0@L6 "
+                      "2/1@L7 5/1@L0 D{9} 9/0@L0 5/2@L1 10/0@L2 11/0@L3 STOP",
+                  .accepted = T1_ACCEPTED,
+                  .lines = "0 1 2 3 4 5 6 7 0 1 2",
+                  .nds = "2:1 5:2",
+                  .num_tokens = 11,
+                  .status = ORDO_OK,
+                  .dropped = ""};
   run_case(&eight, &e8, "T1, 8 lines");
   ps_script sps = {.lines = 4, .num_pipes = 3, .types = {S, P, S}, .stop_at = 11, T1_RULES};
-  ps_expect e4 = {
-      .pipe0 = "0/0@L0 1/0@L1 2/0@L2 D{8} 3/0@L2 4/0@L3 5/0@L0 D{2,7} 6/0@L0 7/0@L1 8/0@L2 "
-               "2/1@L3 5/1@L0 D{9} 9/0@L0 5/2@L1 10/0@L2 11/0@L3 STOP",
-      .accepted = T1_ACCEPTED,
-      .lines = "0 1 2 3 0 1 2 3 0 1 2",
-      .nds = "2:1 5:2",
-      .num_tokens = 11,
-      .status = ORDO_OK,
-      .dropped = ""};
+  ps_expect e4 = {.pipe0 =
+                      "0/0@L0 1/0@L1 2/0@L2 D{8} 3/0@L2 4/0@L3 5/0@L0 D{2,7} 6/0@L0 7/0@L1 8/0@L2 "
+                      "2/1@L3 5/1@L0 D{9} 9/0@L0 5/2@L1 10/0@L2 11/0@L3 STOP",
+                  .accepted = T1_ACCEPTED,
+                  .lines = "0 1 2 3 0 1 2 3 0 1 2",
+                  .nds = "2:1 5:2",
+                  .num_tokens = 11,
+                  .status = ORDO_OK,
+                  .dropped = ""};
   run_case(&sps, &e4, "T1, S-P-S");
   ps_script single = {.lines = 4, .num_pipes = 1, .types = {S}, .stop_at = 11, T1_RULES};
   run_case(&single, &e4, "T1, one pipe");
@@ -134,8 +134,9 @@ Test(pipeline_cases, t2a_invalid_target_already_accepted) {
                            {3, 0, 1, {2}, 0},
                            {4, 0, 1, {3}, 0},
                            {5, 0, 1, {4}, 0}}};
-  ps_expect e = {.pipe0 = "0/0@L0 1/0@L1 D{0} 1/1@L1 2/0@L2 D{1} 2/1@L2 3/0@L0 D{2} 3/1@L0 "
-                          "4/0@L1 D{3} 4/1@L1 5/0@L2 D{4} 5/1@L2 6/0@L0 STOP",
+  ps_expect e = {.pipe0 =
+                     "0/0@L0 1/0@L1 D{0} 1/1@L1 2/0@L2 D{1} 2/1@L2 3/0@L0 D{2} 3/1@L0 "
+                     "4/0@L1 D{3} 4/1@L1 5/0@L2 D{4} 5/1@L2 6/0@L0 STOP",
                  .accepted = "0 1 2 3 4 5",
                  .lines = "0 1 2 0 1 2",
                  .nds = "1:1 2:1 3:1 4:1 5:1",
@@ -163,14 +164,16 @@ Test(pipeline_cases, t2b_invalid_target_self) {
 }
 
 Test(pipeline_cases, t3_chain_to_the_next_token) {
-  ps_script s = {.lines = 3,
-                 .num_pipes = 2,
-                 .types = {S, S},
-                 .stop_at = 5,
-                 .nrules = 4,
-                 .rules = {{0, 0, 1, {1}, 0}, {1, 0, 1, {2}, 0}, {2, 0, 1, {3}, 0}, {3, 0, 1, {4}, 0}}};
-  ps_expect e = {.pipe0 = "0/0@L0 D{1} 1/0@L0 D{2} 2/0@L0 D{3} 3/0@L0 D{4} 4/0@L0 3/1@L1 2/1@L2 "
-                          "1/1@L0 0/1@L1 5/0@L2 STOP",
+  ps_script s = {
+      .lines = 3,
+      .num_pipes = 2,
+      .types = {S, S},
+      .stop_at = 5,
+      .nrules = 4,
+      .rules = {{0, 0, 1, {1}, 0}, {1, 0, 1, {2}, 0}, {2, 0, 1, {3}, 0}, {3, 0, 1, {4}, 0}}};
+  ps_expect e = {.pipe0 =
+                     "0/0@L0 D{1} 1/0@L0 D{2} 2/0@L0 D{3} 3/0@L0 D{4} 4/0@L0 3/1@L1 2/1@L2 "
+                     "1/1@L0 0/1@L1 5/0@L2 STOP",
                  .accepted = "4 3 2 1 0",
                  .lines = "0 1 2 0 1",
                  .nds = "3:1 2:1 1:1 0:1",
@@ -225,8 +228,9 @@ Test(pipeline_cases, t4c_every_token_deferred_forever) {
                            {2, 0, 1, {1000}, 0},
                            {3, 0, 1, {1000}, 0},
                            {4, 0, 1, {1000}, 0}}};
-  ps_expect e = {.pipe0 = "0/0@L0 D{1000} 1/0@L0 D{1000} 2/0@L0 D{1000} 3/0@L0 D{1000} "
-                          "4/0@L0 D{1000} 5/0@L0 STOP",
+  ps_expect e = {.pipe0 =
+                     "0/0@L0 D{1000} 1/0@L0 D{1000} 2/0@L0 D{1000} 3/0@L0 D{1000} "
+                     "4/0@L0 D{1000} 5/0@L0 STOP",
                  .accepted = "",
                  .lines = "",
                  .nds = "",
@@ -243,8 +247,9 @@ Test(pipeline_cases, t5a_num_deferrals_counts_rounds) {
                  .stop_at = 9,
                  .nrules = 3,
                  .rules = {{3, 0, 3, {1, 5, 6}, 0}, {3, 1, 1, {7}, 0}, {3, 2, 1, {3}, 0}}};
-  ps_expect e = {.pipe0 = "0/0@L0 1/0@L1 2/0@L0 3/0@L1 D{1,5,6} 4/0@L1 5/0@L0 6/0@L1 3/1@L0 D{7} "
-                          "7/0@L0 3/2@L1 D{3} 3/3@L1 8/0@L0 9/0@L1 STOP",
+  ps_expect e = {.pipe0 =
+                     "0/0@L0 1/0@L1 2/0@L0 3/0@L1 D{1,5,6} 4/0@L1 5/0@L0 6/0@L1 3/1@L0 D{7} "
+                     "7/0@L0 3/2@L1 D{3} 3/3@L1 8/0@L0 9/0@L1 STOP",
                  .accepted = "0 1 2 4 5 6 7 3 8",
                  .lines = "0 1 0 1 0 1 0 1 0",
                  .nds = "3:3",
@@ -261,14 +266,13 @@ Test(pipeline_cases, t5b_duplicate_targets_count_once) {
                  .stop_at = 6,
                  .nrules = 1,
                  .rules = {{1, 0, 3, {3, 3, 3}, 0}}};
-  ps_expect e = {
-      .pipe0 = "0/0@L0 1/0@L1 D{3,3,3} 2/0@L1 3/0@L0 1/1@L1 4/0@L0 5/0@L1 6/0@L0 STOP",
-      .accepted = "0 2 3 1 4 5",
-      .lines = "0 1 0 1 0 1",
-      .nds = "1:1",
-      .num_tokens = 6,
-      .status = ORDO_OK,
-      .dropped = ""};
+  ps_expect e = {.pipe0 = "0/0@L0 1/0@L1 D{3,3,3} 2/0@L1 3/0@L0 1/1@L1 4/0@L0 5/0@L1 6/0@L0 STOP",
+                 .accepted = "0 2 3 1 4 5",
+                 .lines = "0 1 0 1 0 1",
+                 .nds = "1:1",
+                 .num_tokens = 6,
+                 .status = ORDO_OK,
+                 .dropped = ""};
   run_case(&s, &e, "T5b");
 }
 
@@ -279,8 +283,9 @@ Test(pipeline_cases, t6_ready_queue_in_registration_order) {
                  .stop_at = 7,
                  .nrules = 3,
                  .rules = {{0, 0, 1, {2}, 0}, {1, 0, 1, {4}, 0}, {0, 1, 1, {4}, 0}}};
-  ps_expect e = {.pipe0 = "0/0@L0 D{2} 1/0@L0 D{4} 2/0@L0 0/1@L1 D{4} 3/0@L1 4/0@L2 1/1@L0 "
-                          "0/2@L1 5/0@L2 6/0@L0 7/0@L1 STOP",
+  ps_expect e = {.pipe0 =
+                     "0/0@L0 D{2} 1/0@L0 D{4} 2/0@L0 0/1@L1 D{4} 3/0@L1 4/0@L2 1/1@L0 "
+                     "0/2@L1 5/0@L2 6/0@L0 7/0@L1 STOP",
                  .accepted = "2 3 4 1 0 5 6",
                  .lines = "0 1 2 0 1 2 0",
                  .nds = "1:1 0:2",
@@ -291,14 +296,16 @@ Test(pipeline_cases, t6_ready_queue_in_registration_order) {
 }
 
 Test(pipeline_cases, t7a_parallel_middle_pipe) {
-  ps_script s = {.lines = 3,
-                 .num_pipes = 3,
-                 .types = {S, P, S},
-                 .stop_at = 8,
-                 .nrules = 4,
-                 .rules = {{0, 0, 1, {1}, 0}, {2, 0, 1, {3}, 0}, {4, 0, 1, {5}, 0}, {6, 0, 1, {7}, 0}}};
-  ps_expect e = {.pipe0 = "0/0@L0 D{1} 1/0@L0 0/1@L1 2/0@L2 D{3} 3/0@L2 2/1@L0 4/0@L1 D{5} "
-                          "5/0@L1 4/1@L2 6/0@L0 D{7} 7/0@L0 6/1@L1 8/0@L2 STOP",
+  ps_script s = {
+      .lines = 3,
+      .num_pipes = 3,
+      .types = {S, P, S},
+      .stop_at = 8,
+      .nrules = 4,
+      .rules = {{0, 0, 1, {1}, 0}, {2, 0, 1, {3}, 0}, {4, 0, 1, {5}, 0}, {6, 0, 1, {7}, 0}}};
+  ps_expect e = {.pipe0 =
+                     "0/0@L0 D{1} 1/0@L0 0/1@L1 2/0@L2 D{3} 3/0@L2 2/1@L0 4/0@L1 D{5} "
+                     "5/0@L1 4/1@L2 6/0@L0 D{7} 7/0@L0 6/1@L1 8/0@L2 STOP",
                  .accepted = "1 0 3 2 5 4 7 6",
                  .lines = "0 1 2 0 1 2 0 1",
                  .nds = "0:1 2:1 4:1 6:1",
@@ -438,5 +445,67 @@ Test(pipeline_cases, t8b_reset_pipes) {
   ps_check(p, r, &e, ordo_pipeline_run(p), "T8b, 3 lines");
   cr_assert_eq(ordo_pipeline_destroy(p), ORDO_OK);
   cr_assert_eq(ordo_engine_destroy(eng), ORDO_OK);
+  free(r);
+}
+
+/* Every thread of the test on one CPU (the test thread, the engines' workers): each is preempted
+ * at arbitrary points while the others run, which is when the handoffs between steps race. A
+ * few of the cases above, 50 times each on 2 and 4 workers. */
+Test(pipeline_cases, cases_on_one_cpu, .timeout = 120) {
+  cr_assert_eq(tu_pin_to_one_cpu(), 0);
+  const ps_script t1 = {.lines = 4, .num_pipes = 3, .types = {S, P, S}, .stop_at = 11, T1_RULES};
+  const ps_expect e1 = {.accepted = T1_ACCEPTED,
+                        .lines = "0 1 2 3 0 1 2 3 0 1 2",
+                        .nds = "2:1 5:2",
+                        .num_tokens = 11,
+                        .status = ORDO_OK,
+                        .dropped = ""};
+  const ps_script t6 = {.lines = 3,
+                        .num_pipes = 2,
+                        .types = {S, S},
+                        .stop_at = 7,
+                        .nrules = 3,
+                        .rules = {{0, 0, 1, {2}, 0}, {1, 0, 1, {4}, 0}, {0, 1, 1, {4}, 0}}};
+  const ps_expect e6 = {.accepted = "2 3 4 1 0 5 6",
+                        .lines = "0 1 2 0 1 2 0",
+                        .nds = "1:1 0:2",
+                        .num_tokens = 7,
+                        .status = ORDO_OK,
+                        .dropped = ""};
+  const ps_script t4 = {.lines = 2,
+                        .num_pipes = 3,
+                        .types = {S, P, P},
+                        .stop_at = 6,
+                        .nrules = 1,
+                        .rules = {{1, 0, 1, {100}, 0}}};
+  const ps_expect e4 = {.accepted = "0 2 3 4 5",
+                        .lines = "0 1 0 1 0",
+                        .num_tokens = 6,
+                        .status = ORDO_ERR_TOKENS_DROPPED,
+                        .dropped = "1"};
+  const ps_script* scripts[3] = {&t1, &t6, &t4};
+  const ps_expect* expects[3] = {&e1, &e6, &e4};
+  ps_record* r = malloc(sizeof *r);
+  for (int c = 0; c < 3; c++) {
+    ps_script s = *scripts[c];
+    ps_pipes pp;
+    ps_pipes_make(&pp, r, &s);
+    for (int32_t workers = 2; workers <= 4; workers += 2) {
+      ordo_engine* e = NULL;
+      cr_assert_eq(tu_engine_create(ORDO_ENGINE_PER_DEVICE, workers, &e), ORDO_OK);
+      ordo_pipeline* p = NULL;
+      cr_assert_eq(ordo_pipeline_create(e, s.lines, pp.pipes, (size_t)s.num_pipes, &p), ORDO_OK);
+      for (int i = 0; i < (tu_under_valgrind() ? 3 : 50); i++) {
+        s.jitter = i > 0;
+        ps_record_init(r, &s);
+        char ctx[96];
+        snprintf(ctx, sizeof ctx, "case %d on one CPU, %d workers, run %d", c, workers, i);
+        ps_check(p, r, expects[c], ordo_pipeline_run(p), ctx);
+        cr_assert_eq(ordo_pipeline_reset(p), ORDO_OK);
+      }
+      cr_assert_eq(ordo_pipeline_destroy(p), ORDO_OK);
+      cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+    }
+  }
   free(r);
 }
