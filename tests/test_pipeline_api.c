@@ -68,6 +68,15 @@ Test(pipeline_api, create_rejects_bad_arguments) {
   TU_ASSERT_ST(ordo_pipeline_reset_pipes(p, 0, NULL, 2), ORDO_ERR_INVALID_ARGUMENT, "reset NULL");
   TU_ASSERT_ST(ordo_pipeline_reset_pipes(p, 0, ok, 0), ORDO_ERR_INVALID_ARGUMENT, "reset empty");
   TU_ASSERT_ST(ordo_pipeline_reset_pipes(p, 70000, ok, 2), ORDO_ERR_INVALID_ARGUMENT, "lines");
+  ordo_pipe many[20];
+  for (int i = 0; i < 20; i++) many[i] = ok[i == 0 ? 0 : 1];
+  ordo_pipeline* wide = NULL;
+  TU_ASSERT_ST(ordo_pipeline_create(e, 65536, ok, 1, &wide), ORDO_OK, "65,536 lines");
+  TU_ASSERT_ST(ordo_pipeline_reset_pipes(wide, 0, many, 20), ORDO_ERR_INVALID_ARGUMENT,
+               "kept lines x 20 pipes");
+  cr_assert(strstr(ordo_last_error_message(), "65536 lines x 20 pipes"), "%s",
+            ordo_last_error_message());
+  TU_ASSERT_ST(ordo_pipeline_destroy(wide), ORDO_OK, "destroy");
   TU_ASSERT_ST(ordo_pipeline_run(p), ORDO_OK, "the pipeline still works");
   uint64_t n = 0;
   TU_ASSERT_ST(ordo_pipeline_num_tokens(p, &n), ORDO_OK, "num_tokens");

@@ -103,7 +103,7 @@ ORDO_API ordo_status ordo_pipeline_create(ordo_engine* e, uint32_t num_lines,
   if (out) *out = nullptr;  // on every failure, the engine's included
   return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
     if (!out) return null_arg(api, "out");
-    if (ordo_status s = Pipeline::check(api, num_lines, false, pipes, num_pipes)) return s;
+    if (ordo_status s = Pipeline::check(api, num_lines, pipes, num_pipes)) return s;
     if (engine->shutting_down()) {
       return fail(ORDO_ERR_SHUTDOWN, "%s: the engine is shut down (destroyed)", api);
     }
@@ -200,8 +200,9 @@ ORDO_API ordo_status ordo_pipeline_reset_pipes(ordo_pipeline* p, uint32_t num_li
     PipelineSlot* slot = nullptr;
     if (ordo_status s = find_pipeline(api, p, &slot)) return s;
     if (slot->pipeline->busy()) return refuse_busy(api);
-    if (ordo_status s = Pipeline::check(api, num_lines, true, pipes, num_pipes)) return s;
-    slot->pipeline->set_pipes(num_lines, pipes, num_pipes);  // unchanged if it throws
+    const uint32_t lines = num_lines != 0 ? num_lines : slot->pipeline->num_lines();  // 0: keep
+    if (ordo_status s = Pipeline::check(api, lines, pipes, num_pipes)) return s;
+    slot->pipeline->set_pipes(lines, pipes, num_pipes);  // unchanged if it throws
     return ORDO_OK;
   });
 }

@@ -10,9 +10,9 @@
 
 namespace ordo {
 
-ordo_status Pipeline::check(const char* api, uint32_t num_lines, bool keep_allowed,
-                            const ordo_pipe* pipes, size_t num_pipes) {
-  if (num_lines == 0 && !keep_allowed) {
+ordo_status Pipeline::check(const char* api, uint32_t num_lines, const ordo_pipe* pipes,
+                            size_t num_pipes) {
+  if (num_lines == 0) {
     return fail(ORDO_ERR_INVALID_ARGUMENT, "%s: num_lines is 0; a pipeline needs at least one line",
                 api);
   }
@@ -25,7 +25,7 @@ ordo_status Pipeline::check(const char* api, uint32_t num_lines, bool keep_allow
     return fail(ORDO_ERR_INVALID_ARGUMENT, "%s: num_pipes is 0; a pipeline needs at least one pipe",
                 api);
   }
-  if (num_pipes > kMaxPipes || (num_lines != 0 && size_t{num_lines} * num_pipes > kMaxCells)) {
+  if (num_pipes > kMaxPipes || size_t{num_lines} * num_pipes > kMaxCells) {
     return fail(ORDO_ERR_INVALID_ARGUMENT,
                 "%s: %u lines x %zu pipes; at most %zu pipes and %zu lines x pipes are allowed",
                 api, static_cast<unsigned>(num_lines), num_pipes, kMaxPipes, kMaxCells);
@@ -50,8 +50,6 @@ ordo_status Pipeline::check(const char* api, uint32_t num_lines, bool keep_allow
 }
 
 void Pipeline::set_pipes(uint32_t num_lines, const ordo_pipe* pipes, size_t num_pipes) {
-  if (num_lines == 0) num_lines = grid_.num_lines();
-  if (num_lines != 0 && size_t{num_lines} * num_pipes > kMaxCells) throw std::bad_alloc();
   std::vector<ordo_pipe> new_pipes(pipes, pipes + num_pipes);
   std::vector<int32_t> new_types(num_pipes);
   for (size_t f = 0; f < num_pipes; ++f) new_types[f] = pipes[f].type;

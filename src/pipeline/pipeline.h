@@ -37,17 +37,18 @@ class Pipeline {
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
 
-  // Checks what ordo_pipeline_create and ordo_pipeline_reset_pipes take (num_lines 0 = keep,
-  // when `keep_allowed`); INVALID_ARGUMENT with the message naming `api`.
-  static ordo_status check(const char* api, uint32_t num_lines, bool keep_allowed,
-                           const ordo_pipe* pipes, size_t num_pipes);
-  // Replaces the pipes and (num_lines != 0) the lines, then resets. Throws std::bad_alloc, in
-  // which case nothing changed.
+  // Checks what ordo_pipeline_create and ordo_pipeline_reset_pipes take; INVALID_ARGUMENT with
+  // the message naming `api`.
+  static ordo_status check(const char* api, uint32_t num_lines, const ordo_pipe* pipes,
+                           size_t num_pipes);
+  // Replaces the pipes and the lines (checked), then resets. Throws std::bad_alloc, in which
+  // case nothing changed.
   void set_pipes(uint32_t num_lines, const ordo_pipe* pipes, size_t num_pipes);
   // Ids and lines start at 0 again; the dropped list and a failure are forgotten.
   void reset();
 
   Engine* engine() const { return engine_; }
+  uint32_t num_lines() const { return grid_.num_lines(); }
   uint64_t num_tokens() const { return tokens_.num_tokens(); }
   uint64_t dropped_count() const { return dropped_count_; }
   const std::vector<uint64_t>& dropped_ids() const { return dropped_; }
