@@ -114,7 +114,8 @@ static inline void ps_jitter(const ps_script* s) {
   }
 }
 
-static inline void ps_append(ps_record* r, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline void ps_append(ps_record* r, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static inline void ps_append(ps_record* r, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -174,7 +175,8 @@ static int32_t ps_later(ordo_pipeflow* pf, void* user_data) {
   const ps_script* s = r->s;
   const int f = c->pipe;
   int was = atomic_fetch_add(&r->running[f], 1);
-  if (was != 0 && s->types[f] == ORDO_PIPE_SERIAL) ps_note_bad(r, "a serial pipe ran twice at once");
+  if (was != 0 && s->types[f] == ORDO_PIPE_SERIAL)
+    ps_note_bad(r, "a serial pipe ran twice at once");
   if (was >= (int)s->lines) ps_note_bad(r, "more callbacks of a pipe at once than lines");
   ps_jitter(s);
   uint64_t t = ordo_pipeflow_token(pf);
@@ -264,6 +266,12 @@ static inline void ps_check(ordo_pipeline* p, const ps_record* r, const ps_expec
   const ps_script* s = r->s;
   char got[2048], want[2048];
   cr_assert_eq(atomic_load(&r->bad), 0, "%s: a callback saw: %s", ctx, r->bad_note);
+  if (s->misuse_pipe) { /* stop and defer in a later pipe: refused, and the run went on */
+    cr_assert_eq(atomic_load(&r->misuse_stop), ORDO_ERR_INVALID_STATE, "%s: stop in pipe %d", ctx,
+                 s->misuse_pipe);
+    cr_assert_eq(atomic_load(&r->misuse_defer), ORDO_ERR_INVALID_STATE, "%s: defer in pipe %d", ctx,
+                 s->misuse_pipe);
+  }
   cr_assert_eq(status, e->status, "%s: run returned %s, want %s (%s)", ctx,
                ordo_status_string(status), ordo_status_string(e->status),
                ordo_last_error_message());
@@ -296,7 +304,9 @@ static inline void ps_check(ordo_pipeline* p, const ps_record* r, const ps_expec
       ps_format(acc, na, (enum ps_what)k, want, sizeof want);
       cr_assert_str_eq(got, want, "%s: pipe %d (%s) against pipe 0's acceptances (%s)", ctx, f,
                        s->types[f] == ORDO_PIPE_SERIAL ? "serial" : "parallel",
-                       k == 0 ? "tokens" : k == 1 ? "lines" : "num_deferrals");
+                       k == 0   ? "tokens"
+                       : k == 1 ? "lines"
+                                : "num_deferrals");
     }
   }
   uint64_t nt = 0;

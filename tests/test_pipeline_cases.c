@@ -3,7 +3,8 @@
  * num_deferrals, line, decision), the accepted order with its lines and num_deferrals (which
  * every later pipe must see: serial pipes in that order, parallel ones as a set), num_tokens and
  * the dropped tokens. Each case runs 200 times on engines of 1, 2 and 4 CPU workers with random
- * delays in the callbacks (pipeline_script.h), and once on the naive engine.
+ * delays in the callbacks (pipeline_script.h), and once on the naive engine; T7b, which times a
+ * sleeping step, runs once per shape on 2 and on 4 workers.
  */
 #include <criterion/criterion.h>
 
@@ -363,7 +364,7 @@ Test(pipeline_cases, t7b_ready_when_the_target_is_accepted) {
 }
 
 /* T8a as ordo defines it: stop() and defer() in a later pipe return INVALID_STATE and the run
- * goes on, every token through every pipe. */
+ * goes on, every token through every pipe (ps_check checks both statuses). */
 Test(pipeline_cases, t8a_stop_and_defer_outside_pipe_0_are_refused) {
   ps_script s = {.lines = 2,
                  .num_pipes = 2,
@@ -378,73 +379,70 @@ Test(pipeline_cases, t8a_stop_and_defer_outside_pipe_0_are_refused) {
                  .num_tokens = 6,
                  .status = ORDO_OK,
                  .dropped = ""};
-  ps_record* r = malloc(sizeof *r);
-  ps_pipes pp;
-  ps_pipes_make(&pp, r, &s);
-  ordo_engine* eng = NULL;
-  cr_assert_eq(tu_engine_create(ORDO_ENGINE_PER_DEVICE, 2, &eng), ORDO_OK);
-  ordo_pipeline* p = NULL;
-  cr_assert_eq(ordo_pipeline_create(eng, 2, pp.pipes, 2, &p), ORDO_OK);
-  for (int i = 0; i < 20; i++) {
-    ps_record_init(r, &s);
-    ps_check(p, r, &e, ordo_pipeline_run(p), "T8a");
-    cr_assert_eq(atomic_load(&r->misuse_stop), ORDO_ERR_INVALID_STATE);
-    cr_assert_eq(atomic_load(&r->misuse_defer), ORDO_ERR_INVALID_STATE);
-    cr_assert_eq(ordo_pipeline_reset(p), ORDO_OK);
-  }
-  cr_assert_eq(ordo_pipeline_destroy(p), ORDO_OK);
-  cr_assert_eq(ordo_engine_destroy(eng), ORDO_OK);
-  free(r);
+  run_case(&s, &e, "T8a");
 }
 
 /* T8b: Taskflow's ScalablePipeline: the T1 script on 2 pipes, then reset_pipes to 3 pipes
  * (ids from 0 at once, the same order in all three), then to 3 lines; bad pipe lists refused
- * without changing anything. */
+ * without changing anything. The sequence ps_reps() times on 1, 2 and 4 workers. */
 Test(pipeline_cases, t8b_reset_pipes) {
+  static const int32_t workers[] = {1, 2, 4};
   ps_script s = {.lines = 4, .num_pipes = 3, .types = {S, S, S}, .stop_at = 11, T1_RULES};
   ps_record* r = malloc(sizeof *r);
   ps_pipes pp;
   ps_pipes_make(&pp, r, &s);
-  ordo_engine* eng = NULL;
-  cr_assert_eq(tu_engine_create(ORDO_ENGINE_PER_DEVICE, 2, &eng), ORDO_OK);
-  ordo_pipeline* p = NULL;
-  /* 2 pipes: the script's record is checked against num_pipes, so run with a 2-pipe copy */
-  ps_script two = s;
-  two.num_pipes = 2;
-  ps_record_init(r, &two);
-  cr_assert_eq(ordo_pipeline_create(eng, 4, pp.pipes, 2, &p), ORDO_OK);
-  ps_expect e = {.accepted = T1_ACCEPTED,
-                 .lines = "0 1 2 3 0 1 2 3 0 1 2",
-                 .nds = "2:1 5:2",
-                 .num_tokens = 11,
-                 .status = ORDO_OK,
-                 .dropped = ""};
-  ps_check(p, r, &e, ordo_pipeline_run(p), "T8b, 2 pipes");
-
-  /* refused lists change nothing */
   ordo_pipe bad[3];
   memcpy(bad, pp.pipes, sizeof bad);
   bad[0].type = ORDO_PIPE_PARALLEL;
-  cr_assert_eq(ordo_pipeline_reset_pipes(p, 0, bad, 3), ORDO_ERR_INVALID_ARGUMENT);
-  cr_assert_eq(ordo_pipeline_reset_pipes(p, 0, pp.pipes, 0), ORDO_ERR_INVALID_ARGUMENT);
-  cr_assert_eq(ordo_pipeline_reset_pipes(p, 0, NULL, 3), ORDO_ERR_INVALID_ARGUMENT);
-  uint64_t n = 0;
-  cr_assert_eq(ordo_pipeline_num_tokens(p, &n), ORDO_OK);
-  cr_assert_eq(n, 11, "a refused reset_pipes changed the pipeline");
+  for (int w = 0; w < 3; w++) {
+    ordo_engine* eng = NULL;
+    cr_assert_eq(tu_engine_create(ORDO_ENGINE_PER_DEVICE, workers[w], &eng), ORDO_OK);
+    ordo_pipeline* p = NULL;
+    cr_assert_eq(ordo_pipeline_create(eng, 4, pp.pipes, 2, &p), ORDO_OK);
+    for (int rep = 0; rep < ps_reps(); rep++) {
+      char ctx[96];
+      ps_expect e = {.accepted = T1_ACCEPTED,
+                     .lines = "0 1 2 3 0 1 2 3 0 1 2",
+                     .nds = "2:1 5:2",
+                     .num_tokens = 11,
+                     .status = ORDO_OK,
+                     .dropped = ""};
+      /* the record is checked against num_pipes and lines: a copy of the script per shape */
+      ps_script two = s;
+      two.num_pipes = 2;
+      two.jitter = rep > 0;
+      cr_assert_eq(ordo_pipeline_reset_pipes(p, 4, pp.pipes, 2), ORDO_OK);
+      ps_record_init(r, &two);
+      snprintf(ctx, sizeof ctx, "T8b, 2 pipes, %d workers, run %d", workers[w], rep);
+      ps_check(p, r, &e, ordo_pipeline_run(p), ctx);
 
-  cr_assert_eq(ordo_pipeline_reset_pipes(p, 0, pp.pipes, 3), ORDO_OK);
-  cr_assert_eq(ordo_pipeline_num_tokens(p, &n), ORDO_OK);
-  cr_assert_eq(n, 0, "reset_pipes must restart the ids at once");
-  ps_record_init(r, &s);
-  ps_check(p, r, &e, ordo_pipeline_run(p), "T8b, 3 pipes");
+      /* refused lists change nothing */
+      cr_assert_eq(ordo_pipeline_reset_pipes(p, 0, bad, 3), ORDO_ERR_INVALID_ARGUMENT);
+      cr_assert_eq(ordo_pipeline_reset_pipes(p, 0, pp.pipes, 0), ORDO_ERR_INVALID_ARGUMENT);
+      cr_assert_eq(ordo_pipeline_reset_pipes(p, 0, NULL, 3), ORDO_ERR_INVALID_ARGUMENT);
+      uint64_t n = 0;
+      cr_assert_eq(ordo_pipeline_num_tokens(p, &n), ORDO_OK);
+      cr_assert_eq(n, 11, "a refused reset_pipes changed the pipeline");
 
-  cr_assert_eq(ordo_pipeline_reset_pipes(p, 3, pp.pipes, 3), ORDO_OK);
-  s.lines = 3;
-  ps_record_init(r, &s);
-  e.lines = "0 1 2 0 1 2 0 1 2 0 1";
-  ps_check(p, r, &e, ordo_pipeline_run(p), "T8b, 3 lines");
-  cr_assert_eq(ordo_pipeline_destroy(p), ORDO_OK);
-  cr_assert_eq(ordo_engine_destroy(eng), ORDO_OK);
+      ps_script three = s;
+      three.jitter = rep > 0;
+      cr_assert_eq(ordo_pipeline_reset_pipes(p, 0, pp.pipes, 3), ORDO_OK);
+      cr_assert_eq(ordo_pipeline_num_tokens(p, &n), ORDO_OK);
+      cr_assert_eq(n, 0, "reset_pipes must restart the ids at once");
+      ps_record_init(r, &three);
+      snprintf(ctx, sizeof ctx, "T8b, 3 pipes, %d workers, run %d", workers[w], rep);
+      ps_check(p, r, &e, ordo_pipeline_run(p), ctx);
+
+      cr_assert_eq(ordo_pipeline_reset_pipes(p, 3, pp.pipes, 3), ORDO_OK);
+      three.lines = 3;
+      ps_record_init(r, &three);
+      e.lines = "0 1 2 0 1 2 0 1 2 0 1";
+      snprintf(ctx, sizeof ctx, "T8b, 3 lines, %d workers, run %d", workers[w], rep);
+      ps_check(p, r, &e, ordo_pipeline_run(p), ctx);
+    }
+    cr_assert_eq(ordo_pipeline_destroy(p), ORDO_OK);
+    cr_assert_eq(ordo_engine_destroy(eng), ORDO_OK);
+  }
   free(r);
 }
 

@@ -7,7 +7,8 @@
  *   TF-BUG 3  a rerun without reset after a drop continues the line ring where it is, so that
  *             no token is lost and serial pipes stay in order;
  *   TF-BUG 8  a failing pipe ends the run with an error and the pipeline needs a reset.
- * Each multi-run scenario runs on 1, 2 and 4 workers, with random delays after the first run.
+ * Each multi-run scenario runs ps_reps() (200) times on 1, 2 and 4 workers, with random delays
+ * after the first run.
  */
 #include <criterion/criterion.h>
 
@@ -31,7 +32,7 @@ static void run_steps(const step* steps, int n, const char* name) {
   ps_script cur = steps[0].script;
   ps_pipes pp;
   ps_pipes_make(&pp, r, &cur);
-  const int reps = tu_under_valgrind() ? 2 : 50;
+  const int reps = ps_reps();
   for (size_t w = 0; w < 3; w++) {
     ordo_engine* eng = NULL;
     cr_assert_eq(tu_engine_create(ORDO_ENGINE_PER_DEVICE, workers[w], &eng), ORDO_OK);
@@ -65,12 +66,13 @@ TestSuite(pipeline_fixes, .timeout = 120);
  * reset, starts with the fresh id 4 on the next line; a reset then gives a clean restart. */
 Test(pipeline_fixes, tf_bug_1_ready_tokens_are_dropped_not_replayed) {
   const step steps[] = {
-      {.script = {.lines = 2,
-                  .num_pipes = 2,
-                  .types = {S, S},
-                  .stop_at = UINT64_MAX,
-                  .nrules = 4,
-                  .rules = {{0, 0, 1, {3}, 0}, {1, 0, 1, {3}, 0}, {2, 0, 1, {3}, 0}, {0, 1, 0, {0}, 1}}},
+      {.script =
+           {.lines = 2,
+            .num_pipes = 2,
+            .types = {S, S},
+            .stop_at = UINT64_MAX,
+            .nrules = 4,
+            .rules = {{0, 0, 1, {3}, 0}, {1, 0, 1, {3}, 0}, {2, 0, 1, {3}, 0}, {0, 1, 0, {0}, 1}}},
        .expect = {.pipe0 = "0/0@L0 D{3} 1/0@L0 D{3} 2/0@L0 D{3} 3/0@L0 0/1@L1 STOP",
                   .accepted = "3",
                   .lines = "0",
@@ -100,7 +102,8 @@ Test(pipeline_fixes, tf_bug_1_ready_tokens_are_dropped_not_replayed) {
 }
 
 /* TF-BUG 2: token 3 defers to 5 and then stops. The next run, without reset, must accept its
- * first token (3, fresh again: a stop id is not consumed) on line 3 % 2 = 1 without deferring it. */
+ * first token (3, fresh again: a stop id is not consumed) on line 3 % 2 = 1 without deferring it.
+ */
 Test(pipeline_fixes, tf_bug_2_stop_forgets_the_targets) {
   const step steps[] = {
       {.script = {.lines = 2,
@@ -252,24 +255,21 @@ Test(pipeline_fixes, dropped_report_message_and_list) {
  * the code; running again without reset is refused; after reset the pipeline works. */
 Test(pipeline_fixes, tf_bug_8_a_failing_pipe_ends_the_run) {
   static const int32_t workers[] = {1, 2, 4};
+  ps_record* r = malloc(sizeof *r);
   for (int w = 0; w < 3; w++) {
-    for (int rep = 0; rep < (tu_under_valgrind() ? 2 : 50); rep++) {
-      ps_script s = {.lines = 2,
-                     .num_pipes = 3,
-                     .types = {S, S, S},
-                     .stop_at = 10,
-                     .fail_pipe = 1,
-                     .fail_token = 2,
-                     .fail_code = 42,
-                     .jitter = rep > 0};
-      ps_record* r = malloc(sizeof *r);
-      ps_pipes pp;
-      ps_pipes_make(&pp, r, &s);
+    ps_script s = {.lines = 2, .num_pipes = 3, .types = {S, S, S}, .stop_at = 10};
+    ps_pipes pp;
+    ps_pipes_make(&pp, r, &s);
+    ordo_engine* e = NULL;
+    cr_assert_eq(tu_engine_create(ORDO_ENGINE_PER_DEVICE, workers[w], &e), ORDO_OK);
+    ordo_pipeline* p = NULL;
+    cr_assert_eq(ordo_pipeline_create(e, 2, pp.pipes, 3, &p), ORDO_OK);
+    for (int rep = 0; rep < ps_reps(); rep++) {
+      s.fail_pipe = 1;
+      s.fail_token = 2;
+      s.fail_code = 42;
+      s.jitter = rep > 0;
       ps_record_init(r, &s);
-      ordo_engine* e = NULL;
-      cr_assert_eq(tu_engine_create(ORDO_ENGINE_PER_DEVICE, workers[w], &e), ORDO_OK);
-      ordo_pipeline* p = NULL;
-      cr_assert_eq(ordo_pipeline_create(e, 2, pp.pipes, 3, &p), ORDO_OK);
       cr_assert_eq(ordo_pipeline_run(p), ORDO_ERR_OP_FAILED);
       const char* msg = ordo_last_error_message();
       cr_assert(strstr(msg, "pipe 1 failed on token 2 (line 0)") && strstr(msg, "(code 42)") &&
@@ -289,11 +289,12 @@ Test(pipeline_fixes, tf_bug_8_a_failing_pipe_ends_the_run) {
       ps_record_init(r, &s);
       cr_assert_eq(ordo_pipeline_run(p), ORDO_OK, "%s", ordo_last_error_message());
       cr_assert_eq(atomic_load(&r->n[2]), 10);
-      cr_assert_eq(ordo_pipeline_destroy(p), ORDO_OK);
-      cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
-      free(r);
+      cr_assert_eq(ordo_pipeline_reset(p), ORDO_OK);
     }
+    cr_assert_eq(ordo_pipeline_destroy(p), ORDO_OK);
+    cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
   }
+  free(r);
 }
 
 /* Failures elsewhere: in pipe 0 (on a fresh and on a resumed token), in a parallel pipe while
@@ -309,7 +310,7 @@ static int32_t pipe0_fails(ordo_pipeflow* pf, void* ud) {
   uint64_t t = ordo_pipeflow_token(pf);
   uint32_t nd = ordo_pipeflow_num_deferrals(pf);
   if (t == c->fail_at && nd == c->fail_nd) return 7;
-  if (t == 3 && nd == 0) return ordo_pipeflow_defer(pf, 5); /* resumed once 5 is accepted */
+  if (t == 3 && nd == 0) return ordo_pipeflow_defer(pf, 5);    /* resumed once 5 is accepted */
   if (t == 8 && nd == 0) return ordo_pipeflow_defer(pf, 1000); /* never resumed */
   if (t == 100) return ordo_pipeflow_stop(pf);
   return 0;
