@@ -143,7 +143,7 @@ for h in "${harnesses[@]}"; do
     echo "!! $h: a saved regression fails:"
     grep -E "ORACLE FAILURE|ERROR:|Running:" "$work/regressions.log" | tail -6 || true
     failed=1
-    summary+=("$(printf '%-16s %-10s %12s %10s %8s  %s' "$h" "REGRESSION" - - - "$work/regressions.log")")
+    summary+=("$(printf '%-20s %-10s %12s %10s %8s  %s' "$h" "REGRESSION" - - - "$work/regressions.log")")
     continue
   fi
 
@@ -185,9 +185,9 @@ for h in "${harnesses[@]}"; do
     echo "!! $h failed (exit $rc); log: $work/$failed_log"
     grep -E "ORACLE FAILURE|ERROR: |SUMMARY|Test unit written" "$work/$failed_log" | head -8 || true
   fi
-  summary+=("$(printf '%-16s %-10s %12s %10s %8s  %s regressions replayed' "$h" "$result" "$execs" "$rate" "$units" "$replayed")")
+  summary+=("$(printf '%-20s %-10s %12s %10s %8s  %s regressions replayed' "$h" "$result" "$execs" "$rate" "$units" "$replayed")")
 done
 
-printf '%-16s %-10s %12s %10s %8s\n' harness result execs execs/s corpus
+printf '%-20s %-10s %12s %10s %8s\n' harness result execs execs/s corpus
 printf '%s\n' "${summary[@]}"
 exit $failed
