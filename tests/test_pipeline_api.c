@@ -490,3 +490,47 @@ Test(pipeline_api, parallel_callbacks_run_at_the_same_time, .timeout = 60) {
     }
   }
 }
+
+/* ordo_engine_destroy while a run is in flight: the drain waits for the run's steps, which go on
+ * on the threads already running them when the engine refuses further pushes; the run ends with
+ * every token through every pipe, and destroy returns. */
+typedef struct during {
+  ordo_pipeline* p;
+  atomic_int started, status;
+  atomic_int stage_calls;
+} during;
+
+static int32_t slow_stage(ordo_pipeflow* pf, void* ud) {
+  during* d = ud;
+  (void)pf;
+  atomic_store(&d->started, 1);
+  tu_sleep_us(200);
+  atomic_fetch_add(&d->stage_calls, 1);
+  return 0;
+}
+
+static void* run_in_thread(void* arg) {
+  during* d = arg;
+  atomic_store(&d->status, ordo_pipeline_run(d->p));
+  return NULL;
+}
+
+Test(pipeline_api, engine_destroyed_while_a_run_is_in_flight) {
+  ordo_engine* e = engine(2);
+  static uint64_t stop = 300;
+  during d;
+  memset(&d, 0, sizeof d);
+  atomic_store(&d.status, -1);
+  ordo_pipe pipes[3] = {{S, stop_at, &stop}, {P, slow_stage, &d}, {S, nothing, NULL}};
+  cr_assert_eq(ordo_pipeline_create(e, 4, pipes, 3, &d.p), ORDO_OK);
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, run_in_thread, &d), 0);
+  cr_assert(tu_wait_ge(&d.started, 1, 10000));
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK); /* drains the run's steps */
+  pthread_join(t, NULL);
+  cr_assert_eq(atomic_load(&d.status), ORDO_OK, "the run: %s",
+               ordo_status_string(atomic_load(&d.status)));
+  cr_assert_eq(atomic_load(&d.stage_calls), 300);
+  TU_ASSERT_ST(ordo_pipeline_run(d.p), ORDO_ERR_SHUTDOWN, "run after destroy");
+  cr_assert_eq(ordo_pipeline_destroy(d.p), ORDO_OK);
+}
