@@ -2,6 +2,8 @@
 #   make run      build and run the main demo (examples/cholesky: tiled Cholesky on ordo), and
 #                 draw its trace as a timeline (cholesky-trace.png)
 #   make quickstart  build and run the smallest example (examples/quickstart.c)
+#   make pipeline-demo  a frame pipeline whose B-frames defer to their future reference frames
+#                 (examples/pipeline_frames.c): prints decode order and display order
 #   make test     build and run every test (sanitizer builds and short fuzz/stress runs included)
 #   make bench    build and run the benchmarks against the peers (installs them when missing);
 #                 BENCH_ARGS="--ops 200000 --only AB" for a quick run, "--rounds 3" to interleave
@@ -29,7 +31,8 @@ STRESS_PROCS ?= 1
 FUZZ_PIN ?= 0
 FUZZ_PROCS ?= 1
 
-.PHONY: all deps configure run quickstart test bench fuzz stress abi-check abi-dump install clean
+.PHONY: all deps configure run quickstart pipeline-demo test bench fuzz stress abi-check abi-dump \
+	install clean
 
 all: configure
 	$(MESON) compile -C $(BUILD) -j $(JOBS)
@@ -47,6 +50,9 @@ run: all
 
 quickstart: all
 	$(BUILD)/examples/quickstart
+
+pipeline-demo: all
+	$(BUILD)/examples/pipeline_frames
 
 test: all
 	bash tests/run_all.sh $(BUILD)

@@ -14,6 +14,8 @@ Input lines (bench/bench_common.h defines the first four; other lines are ignore
                                                     probed around that grain's runs)
   SKIP   <system> <workload|-> <reason...>
   CHOL   <system> <n> <tile> <gflops> <seconds>      tiled Cholesky
+  PIPE   <system> <lines> <median> <min> <max>       workload P, the pipeline: ns per token
+                                                     (bench/pipeline_common.h)
   GEMMREF <label> <gflops>                           dgemm reference rates for Cholesky
   FAIL   <program> <reason...>                       written by bench/run.sh (for one workload's
                                                      process: <reason> starts with --only <letter>)
@@ -77,6 +79,8 @@ class Run:
         self.eff_rounds = {}  # system -> {grain_ns: {round: efficiency}}
         self.metg_rounds = {}  # system -> {round: metg_ns}
         self.chol_rounds = {}  # (system, n, tile) -> {round: (seconds, gflops)}
+        self.pipe = {}  # (system, lines) -> (median, min, max) ns per token
+        self.pipe_rounds = {}  # (system, lines) -> {round: (median, min, max)}
         self.gemm_rounds = {}  # label -> [gflops, ...]
         self.reps = {}  # (system, workload) -> [(ns, c2c_before, c2c_after), ...], all rounds
         self.eff_phases = {}  # system -> [phase_of(...) of each probed grain], all rounds
@@ -85,6 +89,7 @@ class Run:
         seen = {r for d in self.per_round.values() for r in d}
         seen |= {r for d in self.metg_rounds.values() for r in d}
         seen |= {r for d in self.chol_rounds.values() for r in d}
+        seen |= {r for d in self.pipe_rounds.values() for r in d}
         return sorted(seen)
 
     def aggregate(self):
@@ -93,6 +98,10 @@ class Run:
             v = list(by_round.values())
             self.results[key] = (statistics.median(x[0] for x in v), min(x[1] for x in v),
                                  max(x[2] for x in v))
+        for key, by_round in self.pipe_rounds.items():
+            v = list(by_round.values())
+            self.pipe[key] = (statistics.median(x[0] for x in v), min(x[1] for x in v),
+                              max(x[2] for x in v))
         for system, grains in self.eff_rounds.items():
             self.eff[system] = {g: statistics.median(r.values()) for g, r in grains.items()}
             if len(self.metg_rounds.get(system, {})) > 1:  # several rounds: read off the medians
@@ -167,6 +176,10 @@ def parse(lines):
                 run.saw(f[1])
                 key = (f[1], int(f[2]), int(f[3]))
                 run.chol_rounds.setdefault(key, {})[run.round] = (float(f[5]), float(f[4]))
+            elif kind == "PIPE" and len(f) >= 6:
+                run.saw(f[1])
+                value = tuple(float(x) for x in f[3:6])
+                run.pipe_rounds.setdefault((f[1], int(f[2])), {})[run.round] = value
             elif kind == "GEMMREF" and len(f) >= 3:
                 run.gemm_rounds.setdefault(f[1], []).append(float(f[2]))
             elif kind == "FAIL" and len(f) >= 2:
@@ -406,14 +419,44 @@ def print_cholesky(run):
     print()
 
 
+def print_pipeline(run):
+    """Workload P: a 3-pipe serial-parallel-serial pipeline with empty stages."""
+    if not run.pipe:
+        return
+    what = ("median over the rounds of each round's median [min - max over all]"
+            if len(run.rounds()) > 1 else "median of the repetitions [min - max]")
+    print(f"P pipeline, 3 pipes serial / parallel / serial, empty stages: ns per token, {what};\n"
+          "  tokens/s = 1e9 / ns per token; ratio = system / ordo in time (above 1: ordo is "
+          "faster)")
+    order = run.ordered_systems({s for (s, _l) in run.pipe})
+    rows = []
+    for lines in sorted({l for (_s, l) in run.pipe}):
+        base = run.pipe.get((BASELINE, lines), (None,))[0]
+        first = True
+        for s in order:
+            r = run.pipe.get((s, lines))
+            if not r:
+                continue
+            rate = f"{1e9 / r[0]:,.0f}" if r[0] > 0 else "-"
+            rows.append([str(lines) if first else "", s, ns(r[0]), f"[{ns(r[1])} - {ns(r[2])}]",
+                         rate, ratio(r[0], base)])
+            first = False
+    print(table(rows, ["lines", "system", "ns/token", "[min - max]", "tokens/s", "ratio"],
+                "llrrrr"))
+    print()
+
+
 def print_rounds_won(run):
     """Several rounds: in how many did ordo beat each system (same round, so same machine state)."""
     rounds = run.rounds()
     if len(rounds) < 2:
         return
-    cols = list(WORKLOADS) + ["METG", "K"]
+    pipe_cols = [f"P{lines}" for lines in sorted({l for (_s, l) in run.pipe_rounds})]
+    cols = list(WORKLOADS) + ["METG", "K"] + pipe_cols
 
     def per_round(s, c):
+        if c in pipe_cols:
+            return {r: v[0] for r, v in run.pipe_rounds.get((s, int(c[1:])), {}).items()}
         if c == "METG":
             return {r: (v if v > 0 else float("inf")) for r, v in run.metg_rounds.get(s, {}).items()}
         if c == "K":
@@ -439,7 +482,7 @@ def print_rounds_won(run):
             row.append(f"{won}/{len(both)}" + (f" ({tied} tied)" if tied else ""))
         rows.append(row)
     print("Rounds won by ordo: rounds in which ordo's value beat the system's in that same round "
-          "(A-E ns/op, METG, K seconds; lower wins)")
+          "(A-E ns/op, METG, K seconds,\n  P<lines> ns per token; lower wins)")
     print(table(rows, ["system"] + cols, "l" + "r" * len(cols)))
     print()
 
@@ -677,10 +720,11 @@ def main(argv):
     print_phases(run)
     print_metg(run)
     print_cholesky(run)
+    print_pipeline(run)
     print_rounds_won(run)
     print_targets(run)
     print_notes(run)
-    if not run.results and not run.metg and not run.chol:
+    if not run.results and not run.metg and not run.chol and not run.pipe:
         print("no results: did any benchmark program run? (see the messages above)")
         return 1
     return 0

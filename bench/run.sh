@@ -6,7 +6,10 @@
 #   FLAGS go to every bench_* program after the defaults `--reps 5 --threads 2`, so they win:
 #   e.g. `bench/run.sh build --ops 200000 --only AB` for a quick run (bench/bench_common.h
 #   lists the flags). The Cholesky programs (letter K) run when --only is absent or names K;
-#   CHOLESKY_ARGS (env) adds flags to them, e.g. CHOLESKY_ARGS="--n 2048".
+#   CHOLESKY_ARGS (env) adds flags to them, e.g. CHOLESKY_ARGS="--n 2048". The pipeline
+#   programs (letter P: ordo's ordo_pipeline_run and oneTBB's parallel_pipeline, 3 pipes
+#   serial-parallel-serial with empty stages, 2 and 4 lines) run when --only is absent or names
+#   P; they take --ops (tokens), --reps and --threads from FLAGS.
 #   --rounds R runs every program R times, interleaved (each round starts one program later), so
 #   that a machine whose speed drifts during the run (a VM's cores moving) is shared by all
 #   systems; the table then gives medians over rounds and how many rounds ordo won.
@@ -33,6 +36,7 @@ root=$(dirname "$here")
 
 install=1
 cholesky=1
+pipeline=1
 only=""
 rounds=1
 systems=""
@@ -59,6 +63,7 @@ while [ $# -gt 0 ]; do
 done
 if [ -n "$only" ]; then
   case $only in *K*) ;; *) cholesky=0 ;; esac
+  case $only in *P*) ;; *) pipeline=0 ;; esac
 fi
 if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
   echo "bench/run.sh: --rounds takes a positive count" >&2
@@ -141,6 +146,7 @@ wanted() { # wanted NAME
   [ -z "$systems" ] && return 0
   local sys=${1#bench_}
   sys=${sys#cholesky_}
+  sys=${sys#pipeline_}
   [ "$sys" = cholesky ] && sys=ordo
   [[ " $systems " == *" $sys "* ]]
 }
@@ -173,6 +179,16 @@ if [ $cholesky = 1 ]; then
   [ ${#programs[@]} -gt "$n_before" ] || echo "SKIP cholesky K no Cholesky program was built or selected" >>"$raw"
 fi
 
+if [ $pipeline = 1 ]; then
+  n_before=${#programs[@]}
+  for sys in ordo tbb; do
+    prog=$build/bench/pipeline_$sys
+    [ -f "$prog" ] && [ -x "$prog" ] && wanted "pipeline_$sys" && programs+=("$prog")
+  done
+  [ -x "$build/bench/pipeline_tbb" ] || echo "SKIP tbb P not built (libtbb-dev missing?)" >>"$raw"
+  [ ${#programs[@]} -gt "$n_before" ] || echo "SKIP pipeline P no pipeline program was built or selected" >>"$raw"
+fi
+
 read -r -a chol_args <<<"${CHOLESKY_ARGS:-}"
 common=(--reps 5 --threads 2 "${flags[@]}")
 letters=ABCDEF # the A-F workloads, one process each (--only given: the letters it names)
@@ -201,6 +217,15 @@ run_one() { # run_one PATH
       letters=$(tr -dc 'ABE' <<<"$letters") run_workloads "$name --kind naive" "$prog" --kind naive
       ;;
     bench_*) run_workloads "$name" "$prog" ;;
+    pipeline_*)
+      # P: the flags the pipeline programs know (--ops is the number of tokens); the caller's
+      # last value of each wins, as for the others
+      local own=(--reps 5 --threads 2) i
+      for ((i = 0; i + 1 < ${#flags[@]}; i += 2)); do
+        case ${flags[$i]} in --ops | --reps | --threads) own+=("${flags[$i]}" "${flags[$((i + 1))]}") ;; esac
+      done
+      run_program "$name" "$prog" "${own[@]}"
+      ;;
     *)
       # K: the same protocol for all, a warm-up, then the median of 5 (the table's rule), and
       # every program's factorization checked (residual, after the timed runs: a wrong result

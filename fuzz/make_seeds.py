@@ -229,6 +229,66 @@ HANDLES = {
 }
 
 
+# ---- fuzz_pipeline_defer: engine (0 naive, 1 per_device 1 worker, 2 per_device 2, 3 pooled 3),
+#      lines - 1, pipes - 1, a byte whose bit f makes pipe f parallel; then steps: below(6):
+#      0-2 run, 3 pushed run, 4 reset, 5 reset_pipes(lines 0-8 (0: keep), pipes - 1, kinds).
+#      A run's script: stop = N + byte, rules (count, then per rule: token = N + byte, nd,
+#      b: b % 4 targets, stop after them when b & 0xC0 == 0xC0), then a failure byte (below(12):
+#      0 pipe 0 at (N + token, nd); 1 a later pipe (1 + byte % (P - 1)) at N + token; else none).
+#      Targets: 0 back k (t - 1 - k), 1 ahead k (t + 1 + k), 2 self, 3 never generated,
+#      4 UINT64_MAX, 5 N + k.
+def pl_header(engine=2, lines=4, pipes=3, parallel_mask=0):
+    return [engine, lines - 1, pipes - 1, parallel_mask]
+
+
+def pl_target(kind, k=0):
+    return [kind, k] if kind in (0, 1, 5) else [kind]
+
+
+def pl_rule(token, nd, targets, then_stop=False):
+    b = len(targets) | (0xC0 if then_stop else 0)
+    return [token, nd, b] + [x for t in targets for x in t]
+
+
+def pl_run(stop, rules=(), fail=(2,), pushed=False):
+    return [3 if pushed else 0, stop, len(rules)] + [x for r in rules for x in r] + list(fail)
+
+
+PL_DOC_RULES = [pl_rule(2, 0, [pl_target(5, 8)]),
+                pl_rule(5, 0, [pl_target(5, 2), pl_target(5, 7)]),
+                pl_rule(5, 1, [pl_target(5, 9)])]
+
+PIPELINE = {
+    # pipeline.md §3.5: the documentation example, S-S-S and S-P-S, then pushed, then reset
+    "doc-example": pl_header() + pl_run(11, PL_DOC_RULES) + [4] + pl_run(11, PL_DOC_RULES),
+    "doc-example-sps-pushed": pl_header(parallel_mask=0x02) + pl_run(11, PL_DOC_RULES, pushed=True),
+    # T3: each token defers to the next one (order reversal, line release)
+    "chain-to-next": pl_header(engine=1, lines=3, pipes=2)
+    + pl_run(5, [pl_rule(t, 0, [pl_target(1, 0)]) for t in range(4)]),
+    # T2: already accepted, self; T5: several targets, duplicates
+    "invalid-targets": pl_header(engine=3, lines=2, pipes=2)
+    + pl_run(9, [pl_rule(1, 0, [pl_target(0, 0)]), pl_rule(2, 0, [pl_target(2)]),
+                 pl_rule(3, 0, [pl_target(5, 1), pl_target(5, 5), pl_target(5, 6)]),
+                 pl_rule(3, 1, [pl_target(5, 7), pl_target(5, 7)])]),
+    # T4 and a cycle: dropped tokens, then a rerun without reset (TF-BUG 3)
+    "dropped-then-rerun": pl_header(engine=2, lines=3, pipes=3, parallel_mask=0x02)
+    + pl_run(6, [pl_rule(1, 0, [pl_target(3)]), pl_rule(2, 0, [pl_target(4)]),
+                 pl_rule(3, 0, [pl_target(5, 4)]), pl_rule(4, 0, [pl_target(5, 3)])])
+    + pl_run(9) + pl_run(4),
+    # TF-BUG 1: stop on a resumed token while others are ready; TF-BUG 2: defer then stop
+    "stop-on-resumed": pl_header(engine=2, lines=2, pipes=2)
+    + pl_run(20, [pl_rule(0, 0, [pl_target(5, 3)]), pl_rule(1, 0, [pl_target(5, 3)]),
+                  pl_rule(2, 0, [pl_target(5, 3)]), pl_rule(0, 1, [], then_stop=True)])
+    + pl_run(5, [pl_rule(3, 0, [pl_target(5, 5)], then_stop=True)]) + pl_run(6),
+    # failures: pipe 0 at (4, 0), then a later pipe at token 3, each followed by a run
+    "failures": pl_header(engine=2, lines=2, pipes=3) + pl_run(10, fail=(0, 4, 0)) + pl_run(10)
+    + pl_run(10, fail=(1, 0, 3), pushed=True) + pl_run(10),
+    # ScalablePipeline: new pipes and lines between runs
+    "reset-pipes": pl_header(engine=0, lines=4, pipes=2) + pl_run(11, PL_DOC_RULES)
+    + [5, 3, 2, 0x04] + pl_run(11, PL_DOC_RULES) + [5, 0, 0, 0] + pl_run(11, PL_DOC_RULES),
+}
+
+
 def write(harness, seeds):
     d = os.path.join(HERE, "corpus", harness)
     os.makedirs(d, exist_ok=True)
@@ -242,3 +302,4 @@ if __name__ == "__main__":
     write("fuzz_var_queue", VAR_QUEUE)
     write("fuzz_api", API)
     write("fuzz_handles", HANDLES)
+    write("fuzz_pipeline_defer", PIPELINE)

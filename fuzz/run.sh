@@ -6,7 +6,7 @@
 # Hangs: the harnesses' watchdog reports a call that must return but has not after 20 s (loaded
 # CI machines stall for seconds; a deadlock waits forever); libFuzzer's -timeout=30 backs it up.
 #
-#   fuzz/run.sh [SECONDS] [HARNESS...]      default: 300 s, all three harnesses
+#   fuzz/run.sh [SECONDS] [HARNESS...]      default: 300 s, all four harnesses
 #   ORDO_FUZZ_BUILD=dir                     build somewhere else than <repo>/build-fuzz
 #   FUZZ_PIN=1                              oversubscribed: the replays and every fuzzing
 #                                           process on one CPU (taskset), so that the engine's
@@ -23,7 +23,7 @@ if [ $# -gt 0 ]; then shift; fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${ORDO_FUZZ_BUILD:-$root/build-fuzz}
 harnesses=("$@")
-if [ ${#harnesses[@]} -eq 0 ]; then harnesses=(fuzz_var_queue fuzz_api fuzz_handles); fi
+if [ ${#harnesses[@]} -eq 0 ]; then harnesses=(fuzz_var_queue fuzz_api fuzz_handles fuzz_pipeline_defer); fi
 
 case $seconds in
   '' | *[!0-9]*) echo "fuzz/run.sh: SECONDS must be a whole number, got '$seconds'" >&2; exit 2 ;;
@@ -143,7 +143,7 @@ for h in "${harnesses[@]}"; do
     echo "!! $h: a saved regression fails:"
     grep -E "ORACLE FAILURE|ERROR:|Running:" "$work/regressions.log" | tail -6 || true
     failed=1
-    summary+=("$(printf '%-16s %-10s %12s %10s %8s  %s' "$h" "REGRESSION" - - - "$work/regressions.log")")
+    summary+=("$(printf '%-20s %-10s %12s %10s %8s  %s' "$h" "REGRESSION" - - - "$work/regressions.log")")
     continue
   fi
 
@@ -185,9 +185,9 @@ for h in "${harnesses[@]}"; do
     echo "!! $h failed (exit $rc); log: $work/$failed_log"
     grep -E "ORACLE FAILURE|ERROR: |SUMMARY|Test unit written" "$work/$failed_log" | head -8 || true
   fi
-  summary+=("$(printf '%-16s %-10s %12s %10s %8s  %s regressions replayed' "$h" "$result" "$execs" "$rate" "$units" "$replayed")")
+  summary+=("$(printf '%-20s %-10s %12s %10s %8s  %s regressions replayed' "$h" "$result" "$execs" "$rate" "$units" "$replayed")")
 done
 
-printf '%-16s %-10s %12s %10s %8s\n' harness result execs execs/s corpus
+printf '%-20s %-10s %12s %10s %8s\n' harness result execs execs/s corpus
 printf '%s\n' "${summary[@]}"
 exit $failed

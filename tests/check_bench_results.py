@@ -23,6 +23,8 @@ def problems_in(run):
     found += [f"{w}: no result for {compare.NO_HANDOFF}" for w in NO_HANDOFF_WORKLOADS
               if (compare.NO_HANDOFF, w) not in run.results]
     found += [f"F: no efficiencies for {s}" for s in SYSTEMS if not run.eff.get(s)]
+    found += [f"P: no result for ordo on {lines} lines" for lines in (2, 4)
+              if ("ordo", lines) not in run.pipe]
     found += [f"FAIL {program}: {reason}" for program, reason in run.fails]
     return found
 
@@ -36,7 +38,7 @@ def main(path):
             print(f"  {p}", file=sys.stderr)
         return 1
     print("bench smoke: every workload ran for ordo and ordo-help, A, B and E for ordo-naive, "
-          "and nothing failed")
+          "P (the pipeline) for ordo, and nothing failed")
     return 0
 
 

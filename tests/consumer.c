@@ -2,10 +2,12 @@
  * A consumer of the installed ordo: built by tests/install_consumer.sh with
  *   cc -std=c99 -pedantic -Wall -Werror $(pkg-config --cflags ordo) consumer.c $(pkg-config --libs
  * ordo) It creates an engine and a var, pushes 100 ops that each increment a counter the var stands
- * for, waits, and prints "consumer: counter=100 version=<library version>". Exits non-zero on
- * any mismatch or failed call.
+ * for, waits, runs a 2-pipe pipeline of 10 tokens (the installed ordo/pipeline.h), and prints
+ * "consumer: counter=100 version=<library version>". Exits non-zero on any mismatch or failed
+ * call.
  */
 #include <ordo/ordo.h>
+#include <ordo/pipeline.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -19,6 +21,17 @@ static int32_t increment(ordo_exec* exec, void* user_data) {
   counter* c = (counter*)user_data;
   (void)exec;
   c->value++;
+  return 0;
+}
+
+static int32_t source(ordo_pipeflow* pf, void* user_data) {
+  (void)user_data;
+  return ordo_pipeflow_token(pf) == 10 ? ordo_pipeflow_stop(pf) : 0;
+}
+
+static int32_t count_token(ordo_pipeflow* pf, void* user_data) {
+  (void)pf;
+  ((counter*)user_data)->value++;
   return 0;
 }
 
@@ -55,6 +68,25 @@ int main(void) {
   ok = ok && check(ordo_wait_for_var(e, v), "ordo_wait_for_var");
   ok = ok && check(ordo_wait_for_all(e), "ordo_wait_for_all");
   ok = ok && check(ordo_var_delete(e, v), "ordo_var_delete");
+  {
+    counter tokens;
+    ordo_pipeline* p = NULL;
+    ordo_pipe pipes[2];
+    tokens.value = 0;
+    pipes[0].type = ORDO_PIPE_SERIAL;
+    pipes[0].fn = source;
+    pipes[0].user_data = NULL;
+    pipes[1].type = ORDO_PIPE_SERIAL;
+    pipes[1].fn = count_token;
+    pipes[1].user_data = &tokens;
+    ok = ok && check(ordo_pipeline_create(e, 2, pipes, 2, &p), "ordo_pipeline_create");
+    ok = ok && check(ordo_pipeline_run(p), "ordo_pipeline_run");
+    ok = ok && check(ordo_pipeline_destroy(p), "ordo_pipeline_destroy");
+    if (ok && tokens.value != 10) {
+      fprintf(stderr, "consumer: the pipeline ran %ld tokens, expected 10\n", tokens.value);
+      ok = 0;
+    }
+  }
   ok = check(ordo_engine_destroy(e), "ordo_engine_destroy") && ok;
   if (!ok) return 1;
 

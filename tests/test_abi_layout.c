@@ -5,6 +5,7 @@
  * fields that fill the former holes must be 0.
  */
 #include <criterion/criterion.h>
+#include <ordo/pipeline.h>
 #include <stddef.h>
 
 #include "test_util.h"
@@ -52,6 +53,10 @@ _Static_assert(SUM_QUEUE_STATS == sizeof(ordo_queue_stats), "ordo_queue_stats ha
    FSIZE(ordo_exec_info, priority) + FSIZE(ordo_exec_info, prop) + FSIZE(ordo_exec_info, stream) + \
    FSIZE(ordo_exec_info, engine) + FSIZE(ordo_exec_info, name))
 _Static_assert(SUM_EXEC_INFO == sizeof(ordo_exec_info), "ordo_exec_info has padding");
+
+#define SUM_PIPE (FSIZE(ordo_pipe, type) + FSIZE(ordo_pipe, fn) + FSIZE(ordo_pipe, user_data))
+_Static_assert(SUM_PIPE == sizeof(ordo_pipe), "ordo_pipe has padding");
+_Static_assert(sizeof(ordo_pipe) == 24, "ordo_pipe changed size");
 
 TestSuite(abi_layout, .timeout = 30.0);
 

@@ -1,11 +1,14 @@
 /*
  * Proves the hot path does not allocate (SPEC §6: "Ops are pooled: steady-state push/complete
- * allocates nothing from the heap").
+ * allocates nothing from the heap"), nor a pipeline run per token (issue #23).
  *
  * This executable defines malloc and friends itself, forwarding to glibc's __libc_* entry points
  * and counting calls while `g_counting` is on. libordo.so resolves malloc dynamically, so its
  * calls (and those of the libstdc++ linked into it) land here. After a warm-up of the same shapes,
  * a counted window of push -> run -> complete cycles must make at most 1 allocation per 1,000 ops.
+ * A second window runs a 3-pipe serial-parallel-serial pipeline on 4 lines, with every fourth
+ * token deferring to a later one (a B-frame waiting for its reference), after a warm-up run of
+ * the same shape: at most 1 allocation per 1,000 tokens.
  *
  * A plain program (not Criterion): prints a table and `alloc: N passed, M failed`, exits 0 on
  * pass and 1 on fail.
@@ -192,6 +195,68 @@ static void run_cycles(unsigned long n) {
   }
 }
 
+/* ---- pipeline workload ---- */
+
+#define PIPELINE_WARMUP_TOKENS 40000
+#define PIPELINE_COUNTED_TOKENS 100000 /* both multiples of 4: no deferral is left unresolved */
+
+static uint64_t g_pl_stop;
+static atomic_ulong g_pl_stages;
+
+static int32_t pl_source(ordo_pipeflow* pf, void* ud) {
+  (void)ud;
+  uint64_t t = ordo_pipeflow_token(pf);
+  if (t == g_pl_stop) return ordo_pipeflow_stop(pf);
+  if (t % 4 == 1 && ordo_pipeflow_num_deferrals(pf) == 0) return ordo_pipeflow_defer(pf, t + 2);
+  return 0;
+}
+
+static int32_t pl_stage(ordo_pipeflow* pf, void* ud) {
+  (void)pf;
+  (void)ud;
+  atomic_fetch_add_explicit(&g_pl_stages, 1, memory_order_relaxed);
+  return 0;
+}
+
+/* Runs the pipeline window; prints its row; returns 1 on pass. */
+static int pipeline_window(void) {
+  ordo_pipe pipes[3] = {{ORDO_PIPE_SERIAL, pl_source, NULL},
+                        {ORDO_PIPE_PARALLEL, pl_stage, NULL},
+                        {ORDO_PIPE_SERIAL, pl_stage, NULL}};
+  ordo_pipeline* p = NULL;
+  if (ordo_pipeline_create(g_e, 4, pipes, 3, &p) != ORDO_OK) {
+    printf("ordo_pipeline_create: %s\n", ordo_last_error_message());
+    return 0;
+  }
+  g_pl_stop = PIPELINE_WARMUP_TOKENS;
+  ordo_status warm = ordo_pipeline_run(p);
+  g_pl_stop = PIPELINE_WARMUP_TOKENS + PIPELINE_COUNTED_TOKENS; /* ids go on: no reset */
+  atomic_store(&g_allocs, 0);
+  atomic_store(&g_counting, 1);
+  ordo_status counted = ordo_pipeline_run(p);
+  atomic_store(&g_counting, 0);
+  unsigned long allocs = atomic_load(&g_allocs);
+  int ok = warm == ORDO_OK && counted == ORDO_OK;
+  if (!ok) {
+    printf("pipeline runs: %s, %s (%s)\n", ordo_status_string(warm), ordo_status_string(counted),
+           ordo_last_error_message());
+  }
+  unsigned long want_stages = 2ul * (PIPELINE_WARMUP_TOKENS + PIPELINE_COUNTED_TOKENS);
+  if (atomic_load(&g_pl_stages) != want_stages) {
+    printf("pipeline stages ran %lu times, expected %lu\n", atomic_load(&g_pl_stages),
+           want_stages);
+    ok = 0;
+  }
+  unsigned long limit = PIPELINE_COUNTED_TOKENS / 1000 * MAX_ALLOCS_PER_1000;
+  int alloc_ok = allocs <= limit;
+  printf("%-28s %10d %14lu %16.3f %8s\n", "pipeline run (counted)", PIPELINE_COUNTED_TOKENS,
+         allocs, (double)allocs * 1000.0 / PIPELINE_COUNTED_TOKENS, alloc_ok ? "PASS" : "FAIL");
+  printf("(tokens, S-P-S on 4 lines, every fourth token deferred once; limit: %lu allocations)\n\n",
+         limit);
+  if (ordo_pipeline_destroy(p) != ORDO_OK) ok = 0;
+  return ok && alloc_ok;
+}
+
 int main(void) {
   /* touch stdio before any counting so its buffers exist */
   printf("ordo alloc test: library %s\n", ordo_version_string());
@@ -287,6 +352,7 @@ int main(void) {
       " %d warm-up ops made %lu allocations, outside the window)\n\n",
       frees, limit, MAX_ALLOCS_PER_1000, WARMUP_OPS, setup_allocs);
   ok = ok && alloc_ok;
+  ok = pipeline_window() && ok;
 
   st = ordo_engine_destroy(g_e);
   if (st != ORDO_OK) {

@@ -395,5 +395,47 @@ RESULT gomp C 400.0 390.0 410.0
         self.assertEqual(compare.peers_of(["ordo", "ordo-naive", "gomp"]), ["gomp"])
 
 
+class Pipeline(unittest.TestCase):
+    """Workload P: PIPE lines per system and line count, medians over rounds, tokens per second
+    and the ratio to ordo in the table."""
+
+    LINES = """
+ROUND 1
+PIPE ordo 2 40.0 39.0 41.0
+PIPE tbb 2 60.0 59.0 61.0
+PIPE ordo 4 42.0 41.0 43.0
+ROUND 2
+PIPE ordo 2 50.0 48.0 52.0
+PIPE tbb 2 62.0 61.0 70.0
+PIPE ordo 4 44.0 40.0 45.0
+ROUND 3
+PIPE ordo 2 45.0 44.0 46.0
+PIPE tbb 2 64.0 63.0 65.0
+"""
+
+    def test_rounds_fold_into_medians(self):
+        run = parse(self.LINES)
+        self.assertEqual(run.pipe[("ordo", 2)], (45.0, 39.0, 52.0))
+        self.assertEqual(run.pipe[("tbb", 2)], (62.0, 59.0, 70.0))
+        self.assertEqual(run.pipe[("ordo", 4)], (43.0, 40.0, 45.0))
+        self.assertEqual(run.rounds(), [1, 2, 3])
+
+    def test_table_gives_tokens_per_second_and_ratio(self):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            compare.print_pipeline(parse(self.LINES))
+        rows = [line.split() for line in out.getvalue().splitlines()]
+        self.assertIn(["2", "ordo", "45.0", "[39.0", "-", "52.0]", "22,222,222", "1.00"], rows)
+        self.assertIn(["tbb", "62.0", "[59.0", "-", "70.0]", "16,129,032", "1.38"], rows)
+        self.assertIn(["4", "ordo", "43.0", "[40.0", "-", "45.0]", "23,255,814", "1.00"], rows)
+
+    def test_rounds_won_count_the_pipeline(self):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            compare.print_rounds_won(parse(self.LINES))
+        row = next(line.split() for line in out.getvalue().splitlines() if line.startswith("tbb"))
+        self.assertEqual(row[-2:], ["3/3", "-"])  # P2: ordo won all 3; P4: tbb has no run
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=1)

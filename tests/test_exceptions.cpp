@@ -83,6 +83,37 @@ void throwing_free_fns_are_ignored(int32_t kind) {
   expect(frees.load() == 3, what);
 }
 
+int32_t pipe_source(ordo_pipeflow* pf, void*) {
+  if (ordo_pipeflow_token(pf) == 50) ordo_pipeflow_stop(pf);
+  return 0;
+}
+
+int32_t throwing_pipe(ordo_pipeflow* pf, void*) {
+  if (ordo_pipeflow_token(pf) == 7) throw std::runtime_error("thrown by a pipe");
+  return 0;
+}
+
+// A pipe callback that throws ends the run like a failing one: OP_FAILED, "threw", reset needed.
+void a_throwing_pipe_fails_the_run(int32_t kind) {
+  ordo_engine* e = make_engine(kind);
+  if (!e) return;
+  ordo_pipe pipes[2] = {{ORDO_PIPE_SERIAL, pipe_source, nullptr},
+                        {ORDO_PIPE_PARALLEL, throwing_pipe, nullptr}};
+  ordo_pipeline* p = nullptr;
+  expect(ordo_pipeline_create(e, 4, pipes, 2, &p) == ORDO_OK, "pipeline_create");
+  ordo_status s = ordo_pipeline_run(p);
+  char what[256];
+  std::snprintf(what, sizeof what, "kind %d: a throwing pipe fails the run (%s: %s)", kind,
+                ordo_status_string(s), ordo_last_error_message());
+  expect(s == ORDO_ERR_OP_FAILED &&
+             std::strstr(ordo_last_error_message(), "pipe 1 threw a C++ exception on token 7"),
+         what);
+  expect(ordo_pipeline_run(p) == ORDO_ERR_INVALID_STATE, "a run after it needs a reset");
+  expect(ordo_pipeline_reset(p) == ORDO_OK && ordo_pipeline_destroy(p) == ORDO_OK,
+         "reset and destroy the pipeline");
+  expect(ordo_engine_destroy(e) == ORDO_OK, "destroy after the throwing pipe");
+}
+
 }  // namespace
 
 int main() {
@@ -91,6 +122,7 @@ int main() {
   for (int32_t kind : kinds) {
     a_throwing_callback_fails_its_op(kind);
     throwing_free_fns_are_ignored(kind);
+    a_throwing_pipe_fails_the_run(kind);
   }
   std::printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
   return failures ? 1 : 0;

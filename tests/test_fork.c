@@ -99,7 +99,13 @@ typedef struct parent_state {
   ordo_var v;
   ordo_opr prepared;
   ordo_completion parked;
+  ordo_pipeline* pipeline;
 } parent_state;
+
+static int32_t stop_at_3(ordo_pipeflow* pf, void* ud) {
+  (void)ud;
+  return ordo_pipeflow_token(pf) == 3 ? ordo_pipeflow_stop(pf) : 0;
+}
 
 static int child_main(void* arg) {
   const parent_state* ps = arg;
@@ -135,6 +141,13 @@ static int child_main(void* arg) {
   st.struct_size = sizeof st;
   CHILD_ST(ordo_engine_stats(e, &st), ORDO_ERR_INVALID_STATE);
   CHILD_ST(ordo_complete(parked, 0, NULL), ORDO_ERR_INVALID_STATE);
+  /* A pipeline on the parent's engine: refused too; destroy only lets go of the handle. */
+  uint64_t tokens = 0;
+  CHILD_ST(ordo_pipeline_run(ps->pipeline), ORDO_ERR_INVALID_STATE);
+  CHILD_ST(ordo_pipeline_push(ps->pipeline, NULL, 0, NULL, 0, NULL), ORDO_ERR_INVALID_STATE);
+  CHILD_ST(ordo_pipeline_num_tokens(ps->pipeline, &tokens), ORDO_ERR_INVALID_STATE);
+  CHILD_ST(ordo_pipeline_destroy(ps->pipeline), ORDO_OK);
+  CHILD_ST(ordo_pipeline_destroy(ps->pipeline), ORDO_ERR_INVALID_HANDLE);
   /* Handle lifetime still works, and never drains or joins: */
   CHILD_ST(ordo_engine_retain(e), ORDO_OK);
   CHILD_ST(ordo_engine_release(e), ORDO_OK);
@@ -191,7 +204,10 @@ static void fork_with_pending_work(int32_t kind) {
   ordo_opr prepared = 0;
   TU_ASSERT_ST(ordo_opr_new(e, tu_count_fn, &ran, NULL, 0, &v, 1, NULL, &prepared), ORDO_OK,
                "prepared");
-  parent_state ps = {e, v, prepared, parked};
+  ordo_pipe pipes[1] = {{ORDO_PIPE_SERIAL, stop_at_3, NULL}};
+  ordo_pipeline* pipeline = NULL;
+  TU_ASSERT_ST(ordo_pipeline_create(e, 2, pipes, 1, &pipeline), ORDO_OK, "pipeline");
+  parent_state ps = {e, v, prepared, parked, pipeline};
   int failures = run_forked(child_main, &ps);
   cr_assert(failures != -1 && failures > -100, "%s: the child %s", tu_kind_name(kind),
             failures == -100 - SIGALRM ? "hung" : "crashed or exited early");
@@ -203,6 +219,8 @@ static void fork_with_pending_work(int32_t kind) {
   cr_assert_eq(atomic_load(&ran), 21);
   cr_assert_eq(atomic_load(&g_free_calls), 10);
   TU_ASSERT_ST(ordo_opr_delete(e, prepared), ORDO_OK, "delete");
+  TU_ASSERT_ST(ordo_pipeline_run(pipeline), ORDO_OK, "pipeline run");
+  TU_ASSERT_ST(ordo_pipeline_destroy(pipeline), ORDO_OK, "pipeline destroy");
   TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "destroy");
 }
 

@@ -61,6 +61,7 @@ Test(version_status, status_string_names_every_code) {
       {ORDO_ERR_WOULD_DEADLOCK, "ORDO_ERR_WOULD_DEADLOCK"},
       {ORDO_ERR_UNSUPPORTED, "ORDO_ERR_UNSUPPORTED"},
       {ORDO_ERR_INTERNAL, "ORDO_ERR_INTERNAL"},
+      {ORDO_ERR_TOKENS_DROPPED, "ORDO_ERR_TOKENS_DROPPED"},
   };
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
     const char* s = ordo_status_string(table[i].code);
@@ -70,7 +71,7 @@ Test(version_status, status_string_names_every_code) {
 }
 
 Test(version_status, status_string_unknown_codes) {
-  const ordo_status unknown[] = {-1, 12, 13, 100, 10000, INT32_MAX, INT32_MIN};
+  const ordo_status unknown[] = {-1, 13, 14, 100, 10000, INT32_MAX, INT32_MIN};
   for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
     const char* s = ordo_status_string(unknown[i]);
     cr_assert_not_null(s, "code %d", (int)unknown[i]);

@@ -180,6 +180,9 @@ typedef void (*ordo_wait_fn)(void* user_data, ordo_status status);
 #define ORDO_ERR_UNSUPPORTED 10
 /** A bug in ordo or an unexpected system error; the message says what. */
 #define ORDO_ERR_INTERNAL 11
+/** A pipeline run ended with tokens whose deferral was never resolved (see pipeline.h,
+ *  ordo_pipeline_dropped); every other result of the run is intact. */
+#define ORDO_ERR_TOKENS_DROPPED 12
 
 /** A static, never-NULL name for a status, e.g. "ORDO_ERR_TIMEOUT". Unknown codes give
  *  "ORDO_ERR_UNKNOWN". */
@@ -737,5 +740,8 @@ ORDO_API ordo_status ordo_wait_for_var_async(ordo_engine* e, ordo_var v, ordo_wa
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
+
+/* Pipelines with token deferral (ordo_pipeline_*, ordo_pipeflow_*). */
+#include "pipeline.h"
 
 #endif /* ORDO_ORDO_H */

@@ -43,17 +43,6 @@ PushPath::PushPath(const Parts& parts)
       devices_(parts.devices),
       runner_(parts.runner) {}
 
-ordo_status PushPath::push(const OpSpec& spec, const ordo_var* const_vars, size_t num_const,
-                           const ordo_var* mutable_vars, size_t num_mutable) {
-  WorkerGroup* group;
-  if (ordo_status s = route(spec.prop, spec.device_type, spec.device_id, &group)) return s;
-  VarRefs refs;
-  if (ordo_status s = refs.collect(vars_, tag_, const_vars, num_const, mutable_vars, num_mutable)) {
-    return s;
-  }
-  return push_resolved(spec, group, refs.data(), refs.size());
-}
-
 ordo_status PushPath::push_internal(OpKind kind, ordo_var v, uintptr_t access, void* internal) {
   VarRefs refs;
   ordo_status s = refs.collect(vars_, tag_, nullptr, 0, &v, 1);

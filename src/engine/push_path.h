@@ -68,8 +68,20 @@ class PushPath {
     ordo_status s = devices_.route(prop, device_type, device_id, out);
     return s == ORDO_ERR_SHUTDOWN ? refuse_push(s) : s;
   }
-  ordo_status push(const OpSpec& spec, const ordo_var* const_vars, size_t num_const,
-                   const ordo_var* mutable_vars, size_t num_mutable);
+  // Always inlined into its callers (ordo_opr_push, the pipeline's pushes): with two callers
+  // the compiler made it a call of its own (docs/PERFORMANCE.md, "Measurements behind the code").
+  [[gnu::always_inline]] ordo_status push(const OpSpec& spec, const ordo_var* const_vars,
+                                          size_t num_const, const ordo_var* mutable_vars,
+                                          size_t num_mutable) {
+    WorkerGroup* group;
+    if (ordo_status s = route(spec.prop, spec.device_type, spec.device_id, &group)) return s;
+    VarRefs refs;
+    if (ordo_status s =
+            refs.collect(vars_, tag_, const_vars, num_const, mutable_vars, num_mutable)) {
+      return s;
+    }
+    return push_resolved(spec, group, refs.data(), refs.size());
+  }
   // An internal op on one var; `access`: VarLink::kWriteBit, or kMarkBit for a wait's mark.
   ordo_status push_internal(OpKind kind, ordo_var v, uintptr_t access, void* internal);
   // `refs` come from VarRefs::collect (merged, at most OpBlock::kMaxLinks; sorted by slot
