@@ -241,6 +241,94 @@ extern "C" {
 }
 
 #[cfg(test)]
+mod layout {
+    //! Each struct as declared here against the library: its size equals ordo_struct_size(kind),
+    //! and its fields tile it with no gap (the header promises no padding inside any public
+    //! struct), so every field sits where C puts it.
+    use super::*;
+    use std::mem::{size_of, MaybeUninit};
+
+    fn size<T>(_: *const T) -> usize {
+        size_of::<T>()
+    }
+
+    /// (offset, size) of each named field of a struct value.
+    macro_rules! fields {
+        ($t:ty: $($f:ident),+) => {{
+            let u = MaybeUninit::<$t>::uninit();
+            let base = u.as_ptr() as usize;
+            // SAFETY: addresses only, nothing read.
+            vec![$( unsafe {
+                let p = std::ptr::addr_of!((*u.as_ptr()).$f);
+                (stringify!($f), p as usize - base, size(p))
+            } ),+]
+        }};
+    }
+
+    fn check(name: &str, kind: i32, total: usize, fields: Vec<(&str, usize, usize)>) {
+        let lib = unsafe { ordo_struct_size(kind) };
+        assert_eq!(total, lib, "{}: size_of here {} but the library's sizeof is {}", name, total, lib);
+        let mut at = 0;
+        for (f, off, sz) in &fields {
+            assert_eq!(*off, at, "{}.{} at offset {}, expected {} (a gap or a reordered field)", name, f, off, at);
+            at += sz;
+        }
+        assert_eq!(at, total, "{}: fields end at {}, struct size {} (tail padding)", name, at, total);
+    }
+
+    #[test]
+    fn engine_config() {
+        let f = fields!(ordo_engine_config: struct_size, kind, cpu_threads, cpu_priority_threads,
+            copy_threads, max_pending, flags, reserved0, next, trace_path);
+        check("ordo_engine_config", ORDO_STRUCT_ENGINE_CONFIG, size_of::<ordo_engine_config>(), f);
+    }
+
+    #[test]
+    fn stats() {
+        let f = fields!(ordo_stats: struct_size, workers, pushed, completed, failed, skipped, pending,
+            ready, trace_records, trace_dropped, queue_ready);
+        check("ordo_stats", ORDO_STRUCT_STATS, size_of::<ordo_stats>(), f);
+    }
+
+    #[test]
+    fn queue_stats() {
+        let f = fields!(ordo_queue_stats: struct_size, queues, device_type, device_id, prop, workers,
+            ready, name);
+        check("ordo_queue_stats", ORDO_STRUCT_QUEUE_STATS, size_of::<ordo_queue_stats>(), f);
+    }
+
+    #[test]
+    fn push_opts() {
+        let f = fields!(ordo_push_opts: struct_size, priority, prop, device_type, device_id, reserved0,
+            free_fn, name, next);
+        check("ordo_push_opts", ORDO_STRUCT_PUSH_OPTS, size_of::<ordo_push_opts>(), f);
+    }
+
+    #[test]
+    fn exec_info() {
+        let f = fields!(ordo_exec_info: struct_size, device_type, device_id, worker_index, priority,
+            prop, stream, engine, name);
+        check("ordo_exec_info", ORDO_STRUCT_EXEC_INFO, size_of::<ordo_exec_info>(), f);
+    }
+
+    #[test]
+    fn unknown_kind_is_zero() {
+        assert_eq!(unsafe { ordo_struct_size(0) }, 0);
+        assert_eq!(unsafe { ordo_struct_size(999) }, 0);
+    }
+
+    #[test]
+    fn init_writes_the_callers_size() {
+        unsafe {
+            let mut o = MaybeUninit::<ordo_push_opts>::zeroed().assume_init();
+            ordo_push_opts_init_sized(&mut o, size_of::<ordo_push_opts>());
+            assert_eq!(o.struct_size as usize, size_of::<ordo_push_opts>());
+            assert!(o.free_fn.is_none() && o.name.is_null() && o.next.is_null() && o.reserved0 == 0);
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use std::mem::{size_of, MaybeUninit};
