@@ -21,6 +21,11 @@ command -v python3 >/dev/null 2>&1 || need+=(python3)
 # ps (procps, absent from minimal Debian images) finds its processes.
 command -v gdb >/dev/null 2>&1 || need+=(gdb)
 command -v ps >/dev/null 2>&1 || need+=(procps)
+# The Rust binding's tests (tests/run_rust.sh): Debian's cargo and rustc (1.63, enough for the
+# binding, which needs no crates.io package) when no cargo is found, rustup's in ~/.cargo/bin
+# included.
+command -v cargo >/dev/null 2>&1 || [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" ] ||
+  need+=(cargo)
 
 tools=$(cd "$(dirname "$0")" && pwd)
 apt_install() { bash "$tools/apt-install.sh" install-deps "$@"; }

@@ -68,6 +68,11 @@ pub use ordo_sys as sys;
 pub use var::Var;
 pub use wait::WaitFuture;
 
+/// The README's examples run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
+
 /// The loaded library's version, as "0.1.0".
 pub fn version() -> &'static str {
     // SAFETY: a static, never-NULL string.
