@@ -112,8 +112,9 @@ ordo_engine_config default_engine_config() {
   ordo_push_opts o = default_push_opts();
   {
     if (ordo_status s = read_struct(opts, &o, "ordo_push_opts")) return s;
-    if (o.next) {
-      return fail(ORDO_ERR_UNSUPPORTED, "%s: ordo_push_opts.next must be NULL", fn_name);
+    if (o.next || o.reserved0) {
+      return fail(ORDO_ERR_UNSUPPORTED, "%s: ordo_push_opts.%s must be %s", fn_name,
+                  o.next ? "next" : "reserved0", o.next ? "NULL" : "0");
     }
   }
   spec->free_fn = o.free_fn;
@@ -181,6 +182,23 @@ ORDO_API size_t ordo_last_error_copy(char* buf, size_t cap) {
   return copy_last_error(buf, cap);
 }
 
+ORDO_API size_t ordo_struct_size(int32_t kind) {
+  switch (kind) {
+    case ORDO_STRUCT_ENGINE_CONFIG:
+      return sizeof(ordo_engine_config);
+    case ORDO_STRUCT_STATS:
+      return sizeof(ordo_stats);
+    case ORDO_STRUCT_QUEUE_STATS:
+      return sizeof(ordo_queue_stats);
+    case ORDO_STRUCT_PUSH_OPTS:
+      return sizeof(ordo_push_opts);
+    case ORDO_STRUCT_EXEC_INFO:
+      return sizeof(ordo_exec_info);
+    default:
+      return 0;
+  }
+}
+
 // ---- engine ------------------------------------------------------------------------------------
 
 ORDO_API void ordo_engine_config_init_sized(ordo_engine_config* cfg, size_t size) {
@@ -195,6 +213,7 @@ ORDO_API ordo_status ordo_engine_create(const ordo_engine_config* cfg, ordo_engi
     if (cfg) {
       if (ordo_status s = read_struct(cfg, &c, "ordo_engine_config")) return s;
       if (c.next) return fail(ORDO_ERR_UNSUPPORTED, "ordo_engine_config.next must be NULL");
+      if (c.reserved0) return fail(ORDO_ERR_UNSUPPORTED, "ordo_engine_config.reserved0 must be 0");
       if (c.flags & ~ORDO_ENGINE_FLAG_PUSHERS_HELP) {
         return fail(ORDO_ERR_UNSUPPORTED,
                     "ordo_engine_config.flags=0x%x: only ORDO_ENGINE_FLAG_PUSHERS_HELP (0x%x) is "
@@ -475,6 +494,14 @@ ORDO_API ordo_status ordo_wait_for_all(ordo_engine* e) {
 ORDO_API ordo_status ordo_wait_for_all_timeout(ordo_engine* e, uint64_t timeout_ns) {
   return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
     return engine->wait_for_all(&timeout_ns);
+  });
+}
+
+ORDO_API ordo_status ordo_wait_for_var_async(ordo_engine* e, ordo_var v, ordo_wait_fn fn,
+                                             void* user_data) {
+  return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
+    if (!fn) return null_arg(api, "fn");
+    return engine->wait_for_var_async(v, fn, user_data);
   });
 }
 
