@@ -10,7 +10,12 @@ use std::path::Path;
 use std::process::Command;
 
 fn main() {
-    for var in ["ORDO_LIB_DIR", "PKG_CONFIG", "PKG_CONFIG_PATH", "PKG_CONFIG_LIBDIR"] {
+    for var in [
+        "ORDO_LIB_DIR",
+        "PKG_CONFIG",
+        "PKG_CONFIG_PATH",
+        "PKG_CONFIG_LIBDIR",
+    ] {
         println!("cargo:rerun-if-env-changed={}", var);
     }
     println!("cargo:rerun-if-changed=build.rs");
@@ -18,11 +23,18 @@ fn main() {
     if let Some(dir) = env::var_os("ORDO_LIB_DIR").filter(|d| !d.is_empty()) {
         let dir = Path::new(&dir);
         let dir = dir.canonicalize().unwrap_or_else(|e| {
-            panic!("ORDO_LIB_DIR={}: {} (it must name the folder holding libordo.so)", dir.display(), e)
+            panic!(
+                "ORDO_LIB_DIR={}: {} (it must name the folder holding libordo.so)",
+                dir.display(),
+                e
+            )
         });
         if !dir.join("libordo.so").exists() {
-            panic!("ORDO_LIB_DIR={}: no libordo.so there (build the C library first: `make all`, \
-                    then ORDO_LIB_DIR=build/src)", dir.display());
+            panic!(
+                "ORDO_LIB_DIR={}: no libordo.so there (build the C library first: `make all`, \
+                    then ORDO_LIB_DIR=build/src)",
+                dir.display()
+            );
         }
         println!("cargo:rustc-link-search=native={}", dir.display());
         println!("cargo:rustc-link-lib=dylib=ordo");
@@ -32,7 +44,9 @@ fn main() {
     }
 
     let pkg_config = env::var("PKG_CONFIG").unwrap_or_else(|_| "pkg-config".to_string());
-    let out = Command::new(&pkg_config).args(["--libs", "ordo >= 0.1"]).output();
+    let out = Command::new(&pkg_config)
+        .args(["--libs", "ordo >= 0.1"])
+        .output();
     let out = match out {
         Ok(o) if o.status.success() => o,
         Ok(o) => panic!(

@@ -49,7 +49,8 @@ pub type ordo_completion = u64;
 pub type ordo_opr = u64;
 pub type ordo_status = i32;
 
-pub type ordo_fn = Option<unsafe extern "C" fn(exec: *mut ordo_exec, user_data: *mut c_void) -> i32>;
+pub type ordo_fn =
+    Option<unsafe extern "C" fn(exec: *mut ordo_exec, user_data: *mut c_void) -> i32>;
 pub type ordo_free_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
 pub type ordo_wait_fn = Option<unsafe extern "C" fn(user_data: *mut c_void, status: ordo_status)>;
 
@@ -187,13 +188,21 @@ extern "C" {
     pub fn ordo_struct_size(kind: i32) -> usize;
 
     pub fn ordo_engine_config_init_sized(cfg: *mut ordo_engine_config, size: usize);
-    pub fn ordo_engine_create(cfg: *const ordo_engine_config, out: *mut *mut ordo_engine) -> ordo_status;
+    pub fn ordo_engine_create(
+        cfg: *const ordo_engine_config,
+        out: *mut *mut ordo_engine,
+    ) -> ordo_status;
     pub fn ordo_engine_destroy(e: *mut ordo_engine) -> ordo_status;
     pub fn ordo_engine_retain(e: *mut ordo_engine) -> ordo_status;
     pub fn ordo_engine_release(e: *mut ordo_engine) -> ordo_status;
-    pub fn ordo_engine_get_config(e: *mut ordo_engine, out: *mut ordo_engine_config) -> ordo_status;
+    pub fn ordo_engine_get_config(e: *mut ordo_engine, out: *mut ordo_engine_config)
+        -> ordo_status;
     pub fn ordo_engine_stats(e: *mut ordo_engine, out: *mut ordo_stats) -> ordo_status;
-    pub fn ordo_engine_queue_stats(e: *mut ordo_engine, index: u32, out: *mut ordo_queue_stats) -> ordo_status;
+    pub fn ordo_engine_queue_stats(
+        e: *mut ordo_engine,
+        index: u32,
+        out: *mut ordo_queue_stats,
+    ) -> ordo_status;
     pub fn ordo_engine_queue_count(e: *mut ordo_engine, out: *mut u32) -> ordo_status;
     pub fn ordo_engine_write_trace(e: *mut ordo_engine, path: *const c_char) -> ordo_status;
     pub fn ordo_engine_dump(e: *mut ordo_engine, out: *mut FILE) -> ordo_status;
@@ -202,7 +211,13 @@ extern "C" {
     pub fn ordo_var_new(e: *mut ordo_engine, out: *mut ordo_var) -> ordo_status;
     pub fn ordo_var_delete(e: *mut ordo_engine, v: ordo_var) -> ordo_status;
     pub fn ordo_var_clear_error(e: *mut ordo_engine, v: ordo_var) -> ordo_status;
-    pub fn ordo_var_get_error(e: *mut ordo_engine, v: ordo_var, code: *mut i32, buf: *mut c_char, cap: usize) -> ordo_status;
+    pub fn ordo_var_get_error(
+        e: *mut ordo_engine,
+        v: ordo_var,
+        code: *mut i32,
+        buf: *mut c_char,
+        cap: usize,
+    ) -> ordo_status;
 
     pub fn ordo_push_opts_init_sized(opts: *mut ordo_push_opts, size: usize);
     pub fn ordo_opr_push(
@@ -226,7 +241,8 @@ extern "C" {
         opts: *const ordo_push_opts,
         out: *mut ordo_opr,
     ) -> ordo_status;
-    pub fn ordo_opr_push_prepared(e: *mut ordo_engine, opr: ordo_opr, priority: i32) -> ordo_status;
+    pub fn ordo_opr_push_prepared(e: *mut ordo_engine, opr: ordo_opr, priority: i32)
+        -> ordo_status;
     pub fn ordo_opr_delete(e: *mut ordo_engine, opr: ordo_opr) -> ordo_status;
 
     pub fn ordo_exec_defer(exec: *mut ordo_exec, out: *mut ordo_completion) -> ordo_status;
@@ -234,10 +250,19 @@ extern "C" {
     pub fn ordo_exec_get_info(exec: *const ordo_exec, info: *mut ordo_exec_info) -> ordo_status;
 
     pub fn ordo_wait_for_var(e: *mut ordo_engine, v: ordo_var) -> ordo_status;
-    pub fn ordo_wait_for_var_timeout(e: *mut ordo_engine, v: ordo_var, timeout_ns: u64) -> ordo_status;
+    pub fn ordo_wait_for_var_timeout(
+        e: *mut ordo_engine,
+        v: ordo_var,
+        timeout_ns: u64,
+    ) -> ordo_status;
     pub fn ordo_wait_for_all(e: *mut ordo_engine) -> ordo_status;
     pub fn ordo_wait_for_all_timeout(e: *mut ordo_engine, timeout_ns: u64) -> ordo_status;
-    pub fn ordo_wait_for_var_async(e: *mut ordo_engine, v: ordo_var, fn_: ordo_wait_fn, user_data: *mut c_void) -> ordo_status;
+    pub fn ordo_wait_for_var_async(
+        e: *mut ordo_engine,
+        v: ordo_var,
+        fn_: ordo_wait_fn,
+        user_data: *mut c_void,
+    ) -> ordo_status;
 }
 
 #[cfg(test)]
@@ -267,20 +292,37 @@ mod layout {
 
     fn check(name: &str, kind: i32, total: usize, fields: Vec<(&str, usize, usize)>) {
         let lib = unsafe { ordo_struct_size(kind) };
-        assert_eq!(total, lib, "{}: size_of here {} but the library's sizeof is {}", name, total, lib);
+        assert_eq!(
+            total, lib,
+            "{}: size_of here {} but the library's sizeof is {}",
+            name, total, lib
+        );
         let mut at = 0;
         for (f, off, sz) in &fields {
-            assert_eq!(*off, at, "{}.{} at offset {}, expected {} (a gap or a reordered field)", name, f, off, at);
+            assert_eq!(
+                *off, at,
+                "{}.{} at offset {}, expected {} (a gap or a reordered field)",
+                name, f, off, at
+            );
             at += sz;
         }
-        assert_eq!(at, total, "{}: fields end at {}, struct size {} (tail padding)", name, at, total);
+        assert_eq!(
+            at, total,
+            "{}: fields end at {}, struct size {} (tail padding)",
+            name, at, total
+        );
     }
 
     #[test]
     fn engine_config() {
         let f = fields!(ordo_engine_config: struct_size, kind, cpu_threads, cpu_priority_threads,
             copy_threads, max_pending, flags, reserved0, next, trace_path);
-        check("ordo_engine_config", ORDO_STRUCT_ENGINE_CONFIG, size_of::<ordo_engine_config>(), f);
+        check(
+            "ordo_engine_config",
+            ORDO_STRUCT_ENGINE_CONFIG,
+            size_of::<ordo_engine_config>(),
+            f,
+        );
     }
 
     #[test]
@@ -294,21 +336,36 @@ mod layout {
     fn queue_stats() {
         let f = fields!(ordo_queue_stats: struct_size, queues, device_type, device_id, prop, workers,
             ready, name);
-        check("ordo_queue_stats", ORDO_STRUCT_QUEUE_STATS, size_of::<ordo_queue_stats>(), f);
+        check(
+            "ordo_queue_stats",
+            ORDO_STRUCT_QUEUE_STATS,
+            size_of::<ordo_queue_stats>(),
+            f,
+        );
     }
 
     #[test]
     fn push_opts() {
         let f = fields!(ordo_push_opts: struct_size, priority, prop, device_type, device_id, reserved0,
             free_fn, name, next);
-        check("ordo_push_opts", ORDO_STRUCT_PUSH_OPTS, size_of::<ordo_push_opts>(), f);
+        check(
+            "ordo_push_opts",
+            ORDO_STRUCT_PUSH_OPTS,
+            size_of::<ordo_push_opts>(),
+            f,
+        );
     }
 
     #[test]
     fn exec_info() {
         let f = fields!(ordo_exec_info: struct_size, device_type, device_id, worker_index, priority,
             prop, stream, engine, name);
-        check("ordo_exec_info", ORDO_STRUCT_EXEC_INFO, size_of::<ordo_exec_info>(), f);
+        check(
+            "ordo_exec_info",
+            ORDO_STRUCT_EXEC_INFO,
+            size_of::<ordo_exec_info>(),
+            f,
+        );
     }
 
     #[test]
@@ -323,7 +380,9 @@ mod layout {
             let mut o = MaybeUninit::<ordo_push_opts>::zeroed().assume_init();
             ordo_push_opts_init_sized(&mut o, size_of::<ordo_push_opts>());
             assert_eq!(o.struct_size as usize, size_of::<ordo_push_opts>());
-            assert!(o.free_fn.is_none() && o.name.is_null() && o.next.is_null() && o.reserved0 == 0);
+            assert!(
+                o.free_fn.is_none() && o.name.is_null() && o.next.is_null() && o.reserved0 == 0
+            );
         }
     }
 }
@@ -331,13 +390,17 @@ mod layout {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::mem::{size_of, MaybeUninit};
     use std::ffi::CStr;
+    use std::mem::{size_of, MaybeUninit};
 
     #[test]
     fn library_is_at_least_this_version() {
         let v = unsafe { ordo_version() };
-        assert!(v >= ORDO_VERSION_NUMBER, "libordo {} older than these declarations", v);
+        assert!(
+            v >= ORDO_VERSION_NUMBER,
+            "libordo {} older than these declarations",
+            v
+        );
         let s = unsafe { CStr::from_ptr(ordo_version_string()) };
         assert!(!s.to_bytes().is_empty());
     }
@@ -364,7 +427,11 @@ mod tests {
             assert_eq!(ordo_var_delete(e, v), ORDO_OK);
             assert_eq!(ordo_var_delete(e, v), ORDO_ERR_INVALID_HANDLE);
             let msg = CStr::from_ptr(ordo_last_error_message());
-            assert!(msg.to_str().unwrap().starts_with("ordo_var_delete"), "{:?}", msg);
+            assert!(
+                msg.to_str().unwrap().starts_with("ordo_var_delete"),
+                "{:?}",
+                msg
+            );
             assert_eq!(ordo_engine_destroy(e), ORDO_OK);
         }
     }

@@ -115,8 +115,11 @@ impl EngineBuilder {
         let mut out = ptr::null_mut();
         // SAFETY: cfg is initialized with our struct's size; out is a valid out pointer.
         check(unsafe { sys::ordo_engine_create(&cfg, &mut out) })?;
-        let ptr = NonNull::new(out).ok_or_else(|| Error::new(sys::ORDO_ERR_INTERNAL, "NULL engine"))?;
-        Ok(Engine { r: ManuallyDrop::new(EngineRef { ptr }) })
+        let ptr =
+            NonNull::new(out).ok_or_else(|| Error::new(sys::ORDO_ERR_INTERNAL, "NULL engine"))?;
+        Ok(Engine {
+            r: ManuallyDrop::new(EngineRef { ptr }),
+        })
     }
 }
 
@@ -129,7 +132,10 @@ fn config_init() -> sys::ordo_engine_config {
     // SAFETY: writes at most size_of bytes into our zeroed struct (all-zero is a valid value:
     // integers and NULL pointers).
     unsafe {
-        sys::ordo_engine_config_init_sized(cfg.as_mut_ptr(), std::mem::size_of::<sys::ordo_engine_config>());
+        sys::ordo_engine_config_init_sized(
+            cfg.as_mut_ptr(),
+            std::mem::size_of::<sys::ordo_engine_config>(),
+        );
         cfg.assume_init()
     }
 }
@@ -181,13 +187,17 @@ fn destroy(ptr: NonNull<sys::ordo_engine>) -> Result<()> {
     if s == sys::ORDO_ERR_WOULD_DEADLOCK {
         let err = Error::last(s);
         let p = SendPtr(ptr);
-        let spawned = std::thread::Builder::new().name("ordo-destroy".into()).spawn(move || {
-            let p = p;
-            // SAFETY: the reference is still ours (the refused destroy changed nothing).
-            unsafe { sys::ordo_engine_destroy(p.0.as_ptr()) };
-        });
+        let spawned = std::thread::Builder::new()
+            .name("ordo-destroy".into())
+            .spawn(move || {
+                let p = p;
+                // SAFETY: the reference is still ours (the refused destroy changed nothing).
+                unsafe { sys::ordo_engine_destroy(p.0.as_ptr()) };
+            });
         if spawned.is_err() {
-            eprintln!("ordo: an Engine dropped inside its own op could not be shut down (no thread)");
+            eprintln!(
+                "ordo: an Engine dropped inside its own op could not be shut down (no thread)"
+            );
         }
         return Err(err);
     }
@@ -249,11 +259,13 @@ impl Drop for EngineRef {
             // The last reference, let go inside one of the engine's own ops (possible only when
             // the Engine itself was dropped in an op): release it from a thread of its own.
             let p = SendPtr(self.ptr);
-            let _ = std::thread::Builder::new().name("ordo-release".into()).spawn(move || {
-                let p = p;
-                // SAFETY: the refused release kept our reference.
-                unsafe { sys::ordo_engine_release(p.0.as_ptr()) };
-            });
+            let _ = std::thread::Builder::new()
+                .name("ordo-release".into())
+                .spawn(move || {
+                    let p = p;
+                    // SAFETY: the refused release kept our reference.
+                    unsafe { sys::ordo_engine_release(p.0.as_ptr()) };
+                });
         }
     }
 }
@@ -343,7 +355,13 @@ impl EngineRef {
     }
 
     /// [`push`](EngineRef::push) with options: name, priority, property, device.
-    pub fn push_with<F>(&self, opts: &PushOptions, reads: &[&Var], writes: &[&Var], f: F) -> Result<()>
+    pub fn push_with<F>(
+        &self,
+        opts: &PushOptions,
+        reads: &[&Var],
+        writes: &[&Var],
+        f: F,
+    ) -> Result<()>
     where
         F: FnOnce(&mut Exec<'_>) -> std::result::Result<(), OpError> + Send + 'static,
     {
@@ -355,7 +373,13 @@ impl EngineRef {
     /// Creates a prepared op: a closure and var lists checked and stored once, pushed many times
     /// with [`Prepared::push`](crate::Prepared::push) at less cost. The closure runs once per
     /// push, possibly on several workers at once when the vars allow it.
-    pub fn prepare<F>(&self, opts: &PushOptions, reads: &[&Var], writes: &[&Var], f: F) -> Result<crate::Prepared>
+    pub fn prepare<F>(
+        &self,
+        opts: &PushOptions,
+        reads: &[&Var],
+        writes: &[&Var],
+        f: F,
+    ) -> Result<crate::Prepared>
     where
         F: Fn(&mut Exec<'_>) -> std::result::Result<(), OpError> + Send + Sync + 'static,
     {
@@ -406,8 +430,14 @@ impl EngineRef {
         }
         let mut code = 0;
         // SAFETY: valid engine and out pointer; no buffer.
-        let q = unsafe { sys::ordo_var_get_error(self.as_ptr(), var.id(), &mut code, ptr::null_mut(), 0) };
-        Err(err.with_op_code(if q == sys::ORDO_OK && code != 0 { Some(code) } else { None }))
+        let q = unsafe {
+            sys::ordo_var_get_error(self.as_ptr(), var.id(), &mut code, ptr::null_mut(), 0)
+        };
+        Err(err.with_op_code(if q == sys::ORDO_OK && code != 0 {
+            Some(code)
+        } else {
+            None
+        }))
     }
 
     /// A future that resolves once every op pushed on `var` before this call has completed, to

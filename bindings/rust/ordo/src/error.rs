@@ -70,7 +70,11 @@ pub struct Error {
 impl Error {
     /// An error with this status and message.
     pub fn new(status: i32, message: impl Into<String>) -> Error {
-        Error { status, message: message.into(), op_code: None }
+        Error {
+            status,
+            message: message.into(),
+            op_code: None,
+        }
     }
 
     /// The error of a call that just returned `status` on this thread: reads the thread's last
@@ -116,13 +120,16 @@ impl Error {
 /// The static name of a status code, e.g. "ORDO_ERR_TIMEOUT" ("ORDO_ERR_UNKNOWN" if unknown).
 pub fn status_name(status: i32) -> &'static str {
     // SAFETY: a static, never-NULL, NUL-terminated ASCII string.
-    unsafe { CStr::from_ptr(sys::ordo_status_string(status)) }.to_str().unwrap_or("ORDO_ERR_UNKNOWN")
+    unsafe { CStr::from_ptr(sys::ordo_status_string(status)) }
+        .to_str()
+        .unwrap_or("ORDO_ERR_UNKNOWN")
 }
 
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("Error");
-        d.field("status", &self.status_name()).field("message", &self.message);
+        d.field("status", &self.status_name())
+            .field("message", &self.message);
         if let Some(c) = self.op_code {
             d.field("op_code", &c);
         }
@@ -166,7 +173,10 @@ pub struct OpError {
 impl OpError {
     /// A failure with this code (0 is taken as [`FAILED`], since 0 means success) and message.
     pub fn new(code: i32, message: impl Into<String>) -> OpError {
-        OpError { code: if code == 0 { FAILED } else { code }, message: message.into() }
+        OpError {
+            code: if code == 0 { FAILED } else { code },
+            message: message.into(),
+        }
     }
 
     /// A failure with code [`FAILED`] and this message.

@@ -76,7 +76,9 @@ pub struct ReadmeDoctests;
 /// The loaded library's version, as "0.1.0".
 pub fn version() -> &'static str {
     // SAFETY: a static, never-NULL string.
-    unsafe { std::ffi::CStr::from_ptr(sys::ordo_version_string()) }.to_str().unwrap_or("?")
+    unsafe { std::ffi::CStr::from_ptr(sys::ordo_version_string()) }
+        .to_str()
+        .unwrap_or("?")
 }
 
 #[cfg(test)]
@@ -120,7 +122,10 @@ mod tests {
     fn op_error_code_zero_means_failed() {
         assert_eq!(OpError::new(0, "x").code(), FAILED);
         assert_eq!(OpError::from("boom").code(), FAILED);
-        assert_eq!(OpError::from(Error::new(sys::ORDO_ERR_SHUTDOWN, "m")).code(), sys::ORDO_ERR_SHUTDOWN);
+        assert_eq!(
+            OpError::from(Error::new(sys::ORDO_ERR_SHUTDOWN, "m")).code(),
+            sys::ORDO_ERR_SHUTDOWN
+        );
     }
 
     #[test]

@@ -86,7 +86,12 @@ impl Default for PushOptions {
 
 impl PushOptions {
     /// No name, priority 0, [`Prop::Normal`], [`Device::Cpu`].
-    pub const DEFAULT: PushOptions = PushOptions { name: None, priority: 0, prop: Prop::Normal, device: Device::Cpu };
+    pub const DEFAULT: PushOptions = PushOptions {
+        name: None,
+        priority: 0,
+        prop: Prop::Normal,
+        device: Device::Cpu,
+    };
 
     /// The defaults.
     pub fn new() -> PushOptions {
@@ -118,7 +123,10 @@ impl PushOptions {
         // SAFETY: writes at most size_of bytes into our zeroed struct (zero is valid for every
         // field: integers, NULL pointers, None).
         let mut o = unsafe {
-            sys::ordo_push_opts_init_sized(o.as_mut_ptr(), std::mem::size_of::<sys::ordo_push_opts>());
+            sys::ordo_push_opts_init_sized(
+                o.as_mut_ptr(),
+                std::mem::size_of::<sys::ordo_push_opts>(),
+            );
             o.assume_init()
         };
         o.priority = self.priority;
@@ -149,7 +157,12 @@ impl<'a> Exec<'a> {
     /// # Safety
     /// `raw` is the running op's exec, `engine` its engine (alive while the op runs).
     unsafe fn new(raw: *mut sys::ordo_exec, engine: NonNull<sys::ordo_engine>) -> Exec<'a> {
-        Exec { raw, engine: ManuallyDrop::new(EngineRef { ptr: engine }), deferred: false, _life: PhantomData }
+        Exec {
+            raw,
+            engine: ManuallyDrop::new(EngineRef { ptr: engine }),
+            deferred: false,
+            _life: PhantomData,
+        }
     }
 
     /// Makes the op asynchronous: it completes when the returned [`Completion`] is completed
@@ -185,14 +198,24 @@ impl<'a> Exec<'a> {
             String::new()
         } else {
             // SAFETY: valid during the callback; copied.
-            unsafe { CStr::from_ptr(i.name) }.to_string_lossy().into_owned()
+            unsafe { CStr::from_ptr(i.name) }
+                .to_string_lossy()
+                .into_owned()
         };
         Ok(ExecInfo {
             name,
             priority: i.priority,
             prop: Prop::from_raw(i.prop),
-            worker_index: if i.worker_index < 0 { None } else { Some(i.worker_index as u32) },
-            device: if i.device_type == sys::ORDO_DEVICE_GPU { Device::Gpu(i.device_id as u32) } else { Device::Cpu },
+            worker_index: if i.worker_index < 0 {
+                None
+            } else {
+                Some(i.worker_index as u32)
+            },
+            device: if i.device_type == sys::ORDO_DEVICE_GPU {
+                Device::Gpu(i.device_id as u32)
+            } else {
+                Device::Cpu
+            },
         })
     }
 
@@ -204,7 +227,9 @@ impl<'a> Exec<'a> {
 
 impl fmt::Debug for Exec<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Exec").field("deferred", &self.deferred).finish()
+        f.debug_struct("Exec")
+            .field("deferred", &self.deferred)
+            .finish()
     }
 }
 
@@ -392,21 +417,41 @@ fn with_ids<R>(vars: &[&Var], f: impl FnOnce(*const sys::ordo_var, usize) -> R) 
     }
 }
 
-pub(crate) fn push<F>(engine: &EngineRef, opts: &PushOptions, reads: &[&Var], writes: &[&Var], f: F) -> Result<()>
+pub(crate) fn push<F>(
+    engine: &EngineRef,
+    opts: &PushOptions,
+    reads: &[&Var],
+    writes: &[&Var],
+    f: F,
+) -> Result<()>
 where
     F: FnOnce(&mut Exec<'_>) -> OpResult + Send + 'static,
 {
     let raw_opts = opts.to_raw(Some(free_job::<F>));
-    let job = Box::into_raw(Box::new(Job { f: Some(f), engine: engine.ptr }));
+    let job = Box::into_raw(Box::new(Job {
+        f: Some(f),
+        engine: engine.ptr,
+    }));
     let s = with_ids(reads, |r, nr| {
         with_ids(writes, |w, nw| {
             // SAFETY: valid engine, arrays and options; job is ours until free_job.
-            unsafe { sys::ordo_opr_push(engine.as_ptr(), Some(run_job::<F>), job as *mut c_void, r, nr, w, nw, &raw_opts) }
+            unsafe {
+                sys::ordo_opr_push(
+                    engine.as_ptr(),
+                    Some(run_job::<F>),
+                    job as *mut c_void,
+                    r,
+                    nr,
+                    w,
+                    nw,
+                    &raw_opts,
+                )
+            }
         })
     });
     if s != sys::ORDO_OK {
         let err = Error::last(s); // before the closure's drop can make other ordo calls
-        // SAFETY: a failed push keeps nothing and never calls free_fn: the box is ours again.
+                                  // SAFETY: a failed push keeps nothing and never calls free_fn: the box is ours again.
         drop(unsafe { Box::from_raw(job) });
         return Err(err);
     }
@@ -441,7 +486,9 @@ where
 
 unsafe extern "C" fn free_prepared<F>(ud: *mut c_void) {
     // SAFETY: called once, after the delete and the last push of it.
-    let r = catch_unwind(AssertUnwindSafe(|| drop(Box::from_raw(ud as *mut PreparedJob<F>))));
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        drop(Box::from_raw(ud as *mut PreparedJob<F>))
+    }));
     if let Err(p) = r {
         drop_payload(p);
     }
@@ -491,18 +538,37 @@ impl fmt::Debug for Prepared {
     }
 }
 
-pub(crate) fn prepare<F>(engine: &EngineRef, opts: &PushOptions, reads: &[&Var], writes: &[&Var], f: F) -> Result<Prepared>
+pub(crate) fn prepare<F>(
+    engine: &EngineRef,
+    opts: &PushOptions,
+    reads: &[&Var],
+    writes: &[&Var],
+    f: F,
+) -> Result<Prepared>
 where
     F: Fn(&mut Exec<'_>) -> OpResult + Send + Sync + 'static,
 {
     let raw_opts = opts.to_raw(Some(free_prepared::<F>));
-    let job = Box::into_raw(Box::new(PreparedJob { f, engine: engine.ptr }));
+    let job = Box::into_raw(Box::new(PreparedJob {
+        f,
+        engine: engine.ptr,
+    }));
     let mut id = 0;
     let s = with_ids(reads, |r, nr| {
         with_ids(writes, |w, nw| {
             // SAFETY: as in push.
             unsafe {
-                sys::ordo_opr_new(engine.as_ptr(), Some(run_prepared::<F>), job as *mut c_void, r, nr, w, nw, &raw_opts, &mut id)
+                sys::ordo_opr_new(
+                    engine.as_ptr(),
+                    Some(run_prepared::<F>),
+                    job as *mut c_void,
+                    r,
+                    nr,
+                    w,
+                    nw,
+                    &raw_opts,
+                    &mut id,
+                )
             }
         })
     });
@@ -512,5 +578,9 @@ where
         drop(unsafe { Box::from_raw(job) });
         return Err(err);
     }
-    Ok(Prepared { engine: engine.clone(), id, priority: opts.priority })
+    Ok(Prepared {
+        engine: engine.clone(),
+        id,
+        priority: opts.priority,
+    })
 }

@@ -57,7 +57,13 @@ impl Var {
         let mut buf = [0 as c_char; 512];
         // SAFETY: valid engine, out pointer and buffer of buf.len() bytes.
         check(unsafe {
-            sys::ordo_var_get_error(self.engine.as_ptr(), self.id, &mut code, buf.as_mut_ptr(), buf.len())
+            sys::ordo_var_get_error(
+                self.engine.as_ptr(),
+                self.id,
+                &mut code,
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
         })?;
         if code == 0 {
             return Ok(None);

@@ -41,7 +41,11 @@ unsafe extern "C" fn on_settled(ud: *mut c_void, status: sys::ordo_status) {
     let r = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: the Box<Ticket> given to ordo_wait_for_var_async, called exactly once.
         let t = Box::from_raw(ud as *mut Ticket);
-        let outcome = if status == sys::ORDO_OK { Ok(()) } else { Err(settled_error(&t, status)) };
+        let outcome = if status == sys::ORDO_OK {
+            Ok(())
+        } else {
+            Err(settled_error(&t, status))
+        };
         let waker = {
             let mut st = t.shared.lock();
             st.outcome = Some(outcome);
@@ -66,14 +70,21 @@ fn settled_error(t: &Ticket, status: sys::ordo_status) -> Error {
         let mut code = 0;
         let mut buf = [0 as c_char; 512];
         // SAFETY: the engine is alive during its callback; buffer of buf.len() bytes.
-        let s = unsafe { sys::ordo_var_get_error(t.engine, t.var, &mut code, buf.as_mut_ptr(), buf.len()) };
+        let s = unsafe {
+            sys::ordo_var_get_error(t.engine, t.var, &mut code, buf.as_mut_ptr(), buf.len())
+        };
         if s == sys::ORDO_OK && code != 0 {
             // SAFETY: NUL-terminated by the library.
-            let msg = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned();
+            let msg = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+                .to_string_lossy()
+                .into_owned();
             return Error::new(status, msg).with_op_code(Some(code));
         }
     }
-    Error::new(status, format!("wait_async on var {:#x}: {}", t.var, status_name(status)))
+    Error::new(
+        status,
+        format!("wait_async on var {:#x}: {}", t.var, status_name(status)),
+    )
 }
 
 /// A wait for a var as a `Future` ([`EngineRef::wait_async`](crate::EngineRef::wait_async)):
@@ -91,10 +102,16 @@ pub struct WaitFuture {
 impl WaitFuture {
     pub(crate) fn start(engine: *mut sys::ordo_engine, var: sys::ordo_var) -> WaitFuture {
         let shared = Arc::new(Shared(Mutex::new(State::default())));
-        let ticket = Box::into_raw(Box::new(Ticket { shared: shared.clone(), engine, var }));
+        let ticket = Box::into_raw(Box::new(Ticket {
+            shared: shared.clone(),
+            engine,
+            var,
+        }));
         // SAFETY: valid engine; the ticket is the callback's once the call succeeds (the callback
         // may run inside this call).
-        let s = unsafe { sys::ordo_wait_for_var_async(engine, var, Some(on_settled), ticket as *mut c_void) };
+        let s = unsafe {
+            sys::ordo_wait_for_var_async(engine, var, Some(on_settled), ticket as *mut c_void)
+        };
         if s != sys::ORDO_OK {
             let err = Error::last(s);
             // SAFETY: on an error the callback is never called: the ticket is ours again.
@@ -105,8 +122,14 @@ impl WaitFuture {
     }
 
     pub(crate) fn failed(err: Error) -> WaitFuture {
-        let st = State { outcome: Some(Err(err)), waker: None, taken: false };
-        WaitFuture { shared: Arc::new(Shared(Mutex::new(st))) }
+        let st = State {
+            outcome: Some(Err(err)),
+            waker: None,
+            taken: false,
+        };
+        WaitFuture {
+            shared: Arc::new(Shared(Mutex::new(st))),
+        }
     }
 
     /// Whether the outcome is in (a poll would return `Ready`).
@@ -138,6 +161,8 @@ impl Future for WaitFuture {
 
 impl fmt::Debug for WaitFuture {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WaitFuture").field("ready", &self.is_ready()).finish()
+        f.debug_struct("WaitFuture")
+            .field("ready", &self.is_ready())
+            .finish()
     }
 }

@@ -35,13 +35,20 @@ fn push_slow(e: &Engine, n: usize, ms: u64, done: &Arc<AtomicUsize>) -> ordo::Va
 fn child(case: &str) {
     common::quiet_expected_panics();
     let done = Arc::new(AtomicUsize::new(0));
-    let e = Engine::builder().kind(Kind::PerDevice).cpu_threads(2).build().unwrap();
+    let e = Engine::builder()
+        .kind(Kind::PerDevice)
+        .cpu_threads(2)
+        .build()
+        .unwrap();
     match case {
         // std::process::exit with 100 s of queued work and the engine alive
         "exit" => {
             let _v = push_slow(&e, 1000, 100, &done);
             thread::sleep(Duration::from_millis(50));
-            println!("child: exiting with {} of 1000 done", done.load(Ordering::SeqCst));
+            println!(
+                "child: exiting with {} of 1000 done",
+                done.load(Ordering::SeqCst)
+            );
             std::process::exit(0);
         }
         // the engine leaked (never dropped) with work pending when main returns
@@ -81,9 +88,10 @@ fn child(case: &str) {
         // a panicking op and an async wait still pending at exit
         "panic_pending" => {
             let v = push_slow(&e, 50, 100, &done);
-            e.push(&[], &[&v], |_| panic!("expected panic at exit")).unwrap();
-            // TEMP(async): let f = e.wait_async(&v);
-            // TEMP(async): std::mem::forget(f);
+            e.push(&[], &[&v], |_| panic!("expected panic at exit"))
+                .unwrap();
+            let f = e.wait_async(&v);
+            std::mem::forget(f);
             std::mem::forget(v);
             std::mem::forget(e);
             println!("child: returning with a panicking op queued");
@@ -96,7 +104,12 @@ fn run_case(case: &str, expect: &str) {
     let exe = env::current_exe().unwrap();
     let started = Instant::now();
     let mut child = Command::new(exe)
-        .args(["--exact", "exit_with_work_pending", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "exit_with_work_pending",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CASE_ENV, case)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -115,14 +128,43 @@ fn run_case(case: &str, expect: &str) {
         thread::sleep(Duration::from_millis(10));
     };
     let mut out = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
     let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     let took = started.elapsed();
-    assert!(status.success(), "case {}: {:?}\nstdout:\n{}\nstderr:\n{}", case, status, out, err);
-    assert!(out.contains(expect), "case {}: no {:?} in stdout:\n{}\nstderr:\n{}", case, expect, out, err);
+    assert!(
+        status.success(),
+        "case {}: {:?}\nstdout:\n{}\nstderr:\n{}",
+        case,
+        status,
+        out,
+        err
+    );
+    assert!(
+        out.contains(expect),
+        "case {}: no {:?} in stdout:\n{}\nstderr:\n{}",
+        case,
+        expect,
+        out,
+        err
+    );
     // the queued work takes 5 s or more: the process must not have waited for it
-    assert!(took < Duration::from_secs(4), "case {}: took {:?}", case, took);
+    assert!(
+        took < Duration::from_secs(4),
+        "case {}: took {:?}",
+        case,
+        took
+    );
 }
 
 #[test]
@@ -135,5 +177,8 @@ fn exit_with_work_pending() {
     run_case("return_leaked", "child: returning with work pending");
     run_case("drop", "child: dropped, 20 of 20 done");
     run_case("deferred", "child: returning with a deferred op pending");
-    run_case("panic_pending", "child: returning with a panicking op queued");
+    run_case(
+        "panic_pending",
+        "child: returning with a panicking op queued",
+    );
 }

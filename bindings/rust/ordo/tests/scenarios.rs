@@ -62,7 +62,8 @@ fn failing_op_skips_its_dependent_and_surfaces_as_err() {
         let drops = DropCount::default();
         let ran = Arc::new(AtomicBool::new(false));
         let opts = PushOptions::new().name("load");
-        e.push_with(&opts, &[], &[&a], |_| Err(OpError::new(42, "disk full"))).unwrap();
+        e.push_with(&opts, &[], &[&a], |_| Err(OpError::new(42, "disk full")))
+            .unwrap();
         let (r, t) = (ran.clone(), drops.token());
         e.push(&[&a], &[&b], move |_| {
             let _t = t;
@@ -73,7 +74,11 @@ fn failing_op_skips_its_dependent_and_surfaces_as_err() {
         let err = e.wait_timeout(&b, LIMIT).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::OpFailed, "{:?}", kind);
         assert_eq!(err.op_code(), Some(42));
-        assert!(err.message().contains("load") && err.message().contains("disk full"), "{}", err);
+        assert!(
+            err.message().contains("load") && err.message().contains("disk full"),
+            "{}",
+            err
+        );
         assert!(!ran.load(Ordering::SeqCst), "the dependent ran");
         assert_eq!(drops.get(), 1, "the skipped closure is dropped once");
         let st = e.stats().unwrap();
@@ -109,7 +114,10 @@ fn deferred_op_completed_from_another_thread() {
             c.complete().unwrap();
         });
         e.wait_timeout(&v, LIMIT).unwrap();
-        assert!(done.load(Ordering::SeqCst), "the wait returned before the completion");
+        assert!(
+            done.load(Ordering::SeqCst),
+            "the wait returned before the completion"
+        );
         th.join().unwrap();
 
         // a failure passed through the completion
@@ -119,7 +127,9 @@ fn deferred_op_completed_from_another_thread() {
             Ok(())
         })
         .unwrap();
-        thread::spawn(move || rx.recv().unwrap().fail(9, "remote failure").unwrap()).join().unwrap();
+        thread::spawn(move || rx.recv().unwrap().fail(9, "remote failure").unwrap())
+            .join()
+            .unwrap();
         let err = e.wait_timeout(&v, LIMIT).unwrap_err();
         assert_eq!(err.op_code(), Some(9));
         assert!(err.message().contains("remote failure"), "{}", err);
@@ -138,7 +148,11 @@ fn dropped_completion_fails_the_op_instead_of_hanging() {
     .unwrap();
     let err = e.wait_timeout(&v, LIMIT).unwrap_err();
     assert_eq!(err.op_code(), Some(ordo::FAILED));
-    assert!(err.message().contains("dropped without complete"), "{}", err);
+    assert!(
+        err.message().contains("dropped without complete"),
+        "{}",
+        err
+    );
 }
 
 #[test]
@@ -174,7 +188,11 @@ fn panic_in_a_closure_becomes_an_op_error() {
         let err = e.wait_timeout(&v, LIMIT).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::OpFailed);
         assert_eq!(err.op_code(), Some(ordo::FAILED));
-        assert!(err.message().contains("panicked: expected panic 7"), "{}", err);
+        assert!(
+            err.message().contains("panicked: expected panic 7"),
+            "{}",
+            err
+        );
         assert_eq!(drops.get(), 1);
         // the engine keeps working
         v.clear_error().unwrap();
@@ -300,7 +318,13 @@ fn engine_dropped_inside_its_own_op_shuts_down_without_deadlock() {
     drop(e);
     tx.send(()).unwrap();
     assert!(
-        spin_until(LIMIT, || v.engine().new_var().map(drop).err().map(|e| e.kind()) == Some(ErrorKind::Shutdown)),
+        spin_until(LIMIT, || v
+            .engine()
+            .new_var()
+            .map(drop)
+            .err()
+            .map(|e| e.kind())
+            == Some(ErrorKind::Shutdown)),
         "the engine was never shut down"
     );
 }
@@ -310,7 +334,10 @@ fn foreign_vars_are_refused() {
     let (e1, e2) = (engine(Kind::Pooled), engine(Kind::Pooled));
     let v = e2.new_var().unwrap();
     assert_eq!(e1.wait(&v).unwrap_err().kind(), ErrorKind::InvalidHandle);
-    assert_eq!(e1.push(&[], &[&v], |_| Ok(())).unwrap_err().kind(), ErrorKind::InvalidHandle);
+    assert_eq!(
+        e1.push(&[], &[&v], |_| Ok(())).unwrap_err().kind(),
+        ErrorKind::InvalidHandle
+    );
 }
 
 #[test]
@@ -326,8 +353,16 @@ fn timed_waits_time_out_with_the_librarys_message() {
     let err = e.wait_timeout(&v, Duration::from_millis(20)).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Timeout);
     assert!(err.message().contains("stuck"), "{}", err);
-    assert_eq!(e.wait_timeout(&v, Duration::ZERO).unwrap_err().kind(), ErrorKind::Timeout);
-    assert_eq!(e.wait_all_timeout(Duration::from_millis(5)).unwrap_err().kind(), ErrorKind::Timeout);
+    assert_eq!(
+        e.wait_timeout(&v, Duration::ZERO).unwrap_err().kind(),
+        ErrorKind::Timeout
+    );
+    assert_eq!(
+        e.wait_all_timeout(Duration::from_millis(5))
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Timeout
+    );
     tx.send(()).unwrap();
     e.wait_timeout(&v, LIMIT).unwrap();
 }
@@ -353,7 +388,12 @@ fn many_threads_push_and_wait_concurrently() {
                     .unwrap();
                 }
                 e.wait_timeout(&own, LIMIT).unwrap();
-                assert_eq!(*seen.lock().unwrap(), (0..500).collect::<Vec<_>>(), "thread {}", t);
+                assert_eq!(
+                    *seen.lock().unwrap(),
+                    (0..500).collect::<Vec<_>>(),
+                    "thread {}",
+                    t
+                );
             })
         })
         .collect();
@@ -366,7 +406,11 @@ fn many_threads_push_and_wait_concurrently() {
 
 #[test]
 fn priority_orders_ready_ops_on_one_worker() {
-    let e = Engine::builder().kind(Kind::PerDevice).cpu_threads(1).build().unwrap();
+    let e = Engine::builder()
+        .kind(Kind::PerDevice)
+        .cpu_threads(1)
+        .build()
+        .unwrap();
     let gate = e.new_var().unwrap();
     let (tx, rx) = mpsc::channel::<()>();
     // hold the only CPU worker
@@ -395,7 +439,10 @@ fn priority_orders_ready_ops_on_one_worker() {
 fn exec_info_reports_name_prop_and_worker() {
     let e = engine(Kind::PerDevice);
     let (tx, rx) = mpsc::channel();
-    let opts = PushOptions::new().name("inspect").priority(4).prop(Prop::CpuPrioritized);
+    let opts = PushOptions::new()
+        .name("inspect")
+        .priority(4)
+        .prop(Prop::CpuPrioritized);
     e.push_with(&opts, &[], &[], move |x| {
         tx.send(x.info()?).unwrap();
         Ok(())
@@ -419,7 +466,14 @@ fn exec_info_reports_name_prop_and_worker() {
 #[test]
 fn gpu_pushes_report_no_device() {
     let e = engine(Kind::PerDevice);
-    let err = e.push_with(&PushOptions::new().device(ordo::Device::Gpu(0)), &[], &[], |_| Ok(())).unwrap_err();
+    let err = e
+        .push_with(
+            &PushOptions::new().device(ordo::Device::Gpu(0)),
+            &[],
+            &[],
+            |_| Ok(()),
+        )
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NoDevice);
     assert!(!err.message().is_empty());
 }
@@ -444,12 +498,20 @@ fn prepared_ops_run_once_per_push() {
     e.wait_timeout(&v, LIMIT).unwrap();
     assert_eq!(n.load(Ordering::SeqCst), 50);
     p.delete().unwrap();
-    assert!(spin_until(LIMIT, || drops.get() == 1), "the prepared closure is dropped after delete");
+    assert!(
+        spin_until(LIMIT, || drops.get() == 1),
+        "the prepared closure is dropped after delete"
+    );
 }
 
 #[test]
 fn config_and_stats_read_back() {
-    let e = Engine::builder().kind(Kind::Pooled).cpu_threads(3).max_pending(Some(128)).build().unwrap();
+    let e = Engine::builder()
+        .kind(Kind::Pooled)
+        .cpu_threads(3)
+        .max_pending(Some(128))
+        .build()
+        .unwrap();
     let c = e.config().unwrap();
     assert_eq!(c.kind, Some(Kind::Pooled));
     assert_eq!(c.cpu_threads, 3);

@@ -3,8 +3,8 @@
 #![allow(dead_code)]
 
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::panic;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Once};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
@@ -16,7 +16,11 @@ use ordo::{Engine, Kind};
 pub const LIMIT: Duration = Duration::from_secs(30);
 
 pub fn engine(kind: Kind) -> Engine {
-    Engine::builder().kind(kind).cpu_threads(2).build().expect("engine")
+    Engine::builder()
+        .kind(kind)
+        .cpu_threads(2)
+        .build()
+        .expect("engine")
 }
 
 pub const KINDS: [Kind; 3] = [Kind::Naive, Kind::Pooled, Kind::PerDevice];
@@ -86,7 +90,10 @@ pub fn quiet_expected_panics() {
         let prev = panic::take_hook();
         panic::set_hook(Box::new(move |info| {
             let p = info.payload();
-            let msg = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned());
             if !msg.map_or(false, |m| m.contains("expected panic")) {
                 prev(info);
             }
