@@ -313,58 +313,152 @@ mod layout {
         );
     }
 
+    type Fields = Vec<(&'static str, usize, usize)>;
+
+    /// Every struct of the header: its C name, ordo_struct_size kind, size here and fields.
+    fn structs() -> Vec<(&'static str, i32, usize, Fields)> {
+        vec![
+            (
+                "ordo_engine_config",
+                ORDO_STRUCT_ENGINE_CONFIG,
+                size_of::<ordo_engine_config>(),
+                fields!(ordo_engine_config: struct_size, kind, cpu_threads, cpu_priority_threads,
+                    copy_threads, max_pending, flags, reserved0, next, trace_path),
+            ),
+            (
+                "ordo_stats",
+                ORDO_STRUCT_STATS,
+                size_of::<ordo_stats>(),
+                fields!(ordo_stats: struct_size, workers, pushed, completed, failed, skipped,
+                    pending, ready, trace_records, trace_dropped, queue_ready),
+            ),
+            (
+                "ordo_queue_stats",
+                ORDO_STRUCT_QUEUE_STATS,
+                size_of::<ordo_queue_stats>(),
+                fields!(ordo_queue_stats: struct_size, queues, device_type, device_id, prop,
+                    workers, ready, name),
+            ),
+            (
+                "ordo_push_opts",
+                ORDO_STRUCT_PUSH_OPTS,
+                size_of::<ordo_push_opts>(),
+                fields!(ordo_push_opts: struct_size, priority, prop, device_type, device_id,
+                    reserved0, free_fn, name, next),
+            ),
+            (
+                "ordo_exec_info",
+                ORDO_STRUCT_EXEC_INFO,
+                size_of::<ordo_exec_info>(),
+                fields!(ordo_exec_info: struct_size, device_type, device_id, worker_index,
+                    priority, prop, stream, engine, name),
+            ),
+        ]
+    }
+
+    fn check_one(name: &str) {
+        let (n, kind, total, f) = structs().into_iter().find(|s| s.0 == name).unwrap();
+        check(n, kind, total, f);
+    }
+
     #[test]
     fn engine_config() {
-        let f = fields!(ordo_engine_config: struct_size, kind, cpu_threads, cpu_priority_threads,
-            copy_threads, max_pending, flags, reserved0, next, trace_path);
-        check(
-            "ordo_engine_config",
-            ORDO_STRUCT_ENGINE_CONFIG,
-            size_of::<ordo_engine_config>(),
-            f,
-        );
+        check_one("ordo_engine_config");
     }
 
     #[test]
     fn stats() {
-        let f = fields!(ordo_stats: struct_size, workers, pushed, completed, failed, skipped, pending,
-            ready, trace_records, trace_dropped, queue_ready);
-        check("ordo_stats", ORDO_STRUCT_STATS, size_of::<ordo_stats>(), f);
+        check_one("ordo_stats");
     }
 
     #[test]
     fn queue_stats() {
-        let f = fields!(ordo_queue_stats: struct_size, queues, device_type, device_id, prop, workers,
-            ready, name);
-        check(
-            "ordo_queue_stats",
-            ORDO_STRUCT_QUEUE_STATS,
-            size_of::<ordo_queue_stats>(),
-            f,
-        );
+        check_one("ordo_queue_stats");
     }
 
     #[test]
     fn push_opts() {
-        let f = fields!(ordo_push_opts: struct_size, priority, prop, device_type, device_id, reserved0,
-            free_fn, name, next);
-        check(
-            "ordo_push_opts",
-            ORDO_STRUCT_PUSH_OPTS,
-            size_of::<ordo_push_opts>(),
-            f,
-        );
+        check_one("ordo_push_opts");
     }
 
     #[test]
     fn exec_info() {
-        let f = fields!(ordo_exec_info: struct_size, device_type, device_id, worker_index, priority,
-            prop, stream, engine, name);
-        check(
-            "ordo_exec_info",
-            ORDO_STRUCT_EXEC_INFO,
-            size_of::<ordo_exec_info>(),
-            f,
+        check_one("ordo_exec_info");
+    }
+
+    /// The same fields against the C header itself, field by field (offset and size, which
+    /// catches two same-sized fields swapped): compiles a small C program with `cc` (or `$CC`)
+    /// against `$ORDO_INCLUDE_DIR` or the repository's include/. Skipped, saying so, when
+    /// neither the header nor a C compiler is there (a crate used outside the repository).
+    #[test]
+    fn offsets_match_the_c_header() {
+        use std::path::PathBuf;
+        use std::process::Command;
+        let include = std::env::var_os("ORDO_INCLUDE_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../include"));
+        if !include.join("ordo/ordo.h").exists() {
+            std::eprintln!(
+                "offsets_match_the_c_header: skipped, no ordo/ordo.h in {:?}",
+                include
+            );
+            return;
+        }
+        let mut src = String::from(
+            "#include <ordo/ordo.h>\n#include <stddef.h>\n#include <stdio.h>\nint main(void) {\n",
+        );
+        let mut want = String::new();
+        for (n, _, total, fields) in structs() {
+            src += &std::format!("  printf(\"{n} %zu\\n\", sizeof({n}));\n", n = n);
+            want += &std::format!("{} {}\n", n, total);
+            for (f, off, sz) in fields {
+                src += &std::format!(
+                    "  printf(\"{n}.{f} %zu %zu\\n\", offsetof({n}, {f}), sizeof((({n}*)0)->{f}));\n",
+                    n = n,
+                    f = f
+                );
+                want += &std::format!("{}.{} {} {}\n", n, f, off, sz);
+            }
+        }
+        src += "  return 0;\n}\n";
+        let dir = std::env::temp_dir().join(std::format!("ordo_sys_layout_{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (c, exe) = (dir.join("layout.c"), dir.join("layout"));
+        std::fs::write(&c, src).unwrap();
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        let built = Command::new(&cc)
+            .arg("-std=c99")
+            .arg("-I")
+            .arg(&include)
+            .arg(&c)
+            .arg("-o")
+            .arg(&exe)
+            .status();
+        match built {
+            Err(e) => {
+                std::eprintln!(
+                    "offsets_match_the_c_header: skipped, cannot run {}: {}",
+                    cc,
+                    e
+                );
+                let _ = std::fs::remove_dir_all(&dir);
+                return;
+            }
+            Ok(st) => assert!(st.success(), "{} could not compile the layout probe", cc),
+        }
+        let out = Command::new(&exe).output().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let got = String::from_utf8(out.stdout).unwrap();
+        let diff: Vec<String> = got
+            .lines()
+            .zip(want.lines())
+            .filter(|(g, w)| g != w)
+            .map(|(g, w)| std::format!("C: {}  here: {}", g, w))
+            .collect();
+        assert!(
+            diff.is_empty() && got.lines().count() == want.lines().count(),
+            "the C header and these declarations differ:\n{}",
+            diff.join("\n")
         );
     }
 

@@ -524,3 +524,64 @@ fn config_and_stats_read_back() {
     let s = e.stats().unwrap();
     assert_eq!((s.pushed, s.completed, s.pending), (10, 10, 0));
 }
+
+#[test]
+fn a_closure_may_own_the_last_handle_of_its_own_var() {
+    for kind in KINDS {
+        let e = engine(kind);
+        let gate = e.new_var().unwrap();
+        // one op that runs, one that is skipped (its var carries an error): each owns the last
+        // Arc of the var it writes, so the var is deleted from inside the op or its free_fn
+        e.push(&[], &[&gate], |_| Err(OpError::msg("gate failed"))).unwrap();
+        for skipped in [false, true] {
+            let v = Arc::new(e.new_var().unwrap());
+            let v2 = v.clone();
+            let reads: Vec<&ordo::Var> = if skipped { vec![&gate] } else { vec![] };
+            e.push(&reads, &[&v], move |x| {
+                x.engine().push(&[], &[&v2], |_| Ok(()))?;
+                drop(v2);
+                Ok(())
+            })
+            .unwrap();
+            drop(v);
+        }
+        let _ = e.wait_all_timeout(LIMIT);
+        assert_eq!(e.stats().unwrap().pending, 0);
+    }
+}
+
+#[test]
+fn a_panic_while_dropping_a_closure_never_reaches_c() {
+    quiet_expected_panics();
+    struct PanicOnDrop;
+    impl Drop for PanicOnDrop {
+        fn drop(&mut self) {
+            panic!("expected panic in a captured value's drop");
+        }
+    }
+    for kind in KINDS {
+        let e = engine(kind);
+        let v = e.new_var().unwrap();
+        // run: the closure is consumed by its call, so the drop's panic fails the op
+        let p = PanicOnDrop;
+        e.push(&[], &[&v], move |_| {
+            let _p = &p;
+            Ok(())
+        })
+        .unwrap();
+        let err = e.wait_timeout(&v, LIMIT).unwrap_err();
+        assert!(err.message().contains("panicked: expected panic in a captured"), "{}", err);
+        // skipped (v carries that error): dropped unrun by the free_fn, the panic swallowed
+        let w = e.new_var().unwrap();
+        let p = PanicOnDrop;
+        e.push(&[&v], &[&w], move |_| {
+            let _p = &p;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(e.wait_timeout(&w, LIMIT).unwrap_err().kind(), ErrorKind::OpFailed);
+        v.clear_error().unwrap();
+        e.push(&[], &[&v], |_| Ok(())).unwrap();
+        e.wait_timeout(&v, LIMIT).unwrap();
+    }
+}
