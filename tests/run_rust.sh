@@ -45,15 +45,17 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/ordo_rust_pc.XXXXXX")
 trap 'rm -rf "$log" "$tmp"' EXIT
 
 cd "$root/bindings/rust"
-"$cargo" test --workspace --offline 2>&1 | tee "$log"
-[[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "rust: cargo test failed" >&2; exit 1; }
+if ! "$cargo" test --workspace --offline --no-fail-fast 2>&1 | tee "$log"; then
+  echo "rust: cargo test failed" >&2
+  exit 1
+fi
 
 # The pkg-config way (no ORDO_LIB_DIR): ordo-sys's tests against a temporary install.
 meson install -C "$build" --destdir "$tmp/root" --no-rebuild --quiet >"$tmp/install.log" 2>&1 ||
   { cat "$tmp/install.log" >&2; echo "run_rust: meson install failed" >&2; exit 1; }
 pc=$(find "$tmp/root" -name ordo.pc -path '*/pkgconfig/*' | head -1)
 [[ -n "$pc" ]] || { echo "run_rust: no ordo.pc in the temporary install" >&2; exit 1; }
-(
+if ! (
   unset ORDO_LIB_DIR
   export PKG_CONFIG_SYSROOT_DIR="$tmp/root" PKG_CONFIG_LIBDIR PKG_CONFIG_PATH=""
   PKG_CONFIG_LIBDIR=$(dirname "$pc")
@@ -61,8 +63,10 @@ pc=$(find "$tmp/root" -name ordo.pc -path '*/pkgconfig/*' | head -1)
   LD_LIBRARY_PATH=$(dirname "$PKG_CONFIG_LIBDIR")
   export LD_LIBRARY_PATH
   CARGO_TARGET_DIR="$tmp/target" "$cargo" test -p ordo-sys --offline --quiet 2>&1
-) | tee -a "$log"
-[[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "rust: ordo-sys through pkg-config failed" >&2; exit 1; }
+) | tee -a "$log"; then
+  echo "rust: ordo-sys through pkg-config failed" >&2
+  exit 1
+fi
 
 read -r passed failed < <(awk '/^test result:/ {
     for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
