@@ -54,7 +54,7 @@ impl Var {
     /// MESSAGE".
     pub fn error(&self) -> Result<Option<OpError>> {
         let mut code = 0;
-        let mut buf = [0 as c_char; 512];
+        let mut buf = [0 as c_char; 1024];
         // SAFETY: valid engine, out pointer and buffer of buf.len() bytes.
         check(unsafe {
             sys::ordo_var_get_error(

@@ -68,7 +68,7 @@ unsafe extern "C" fn on_settled(ud: *mut c_void, status: sys::ordo_status) {
 fn settled_error(t: &Ticket, status: sys::ordo_status) -> Error {
     if status == sys::ORDO_ERR_OP_FAILED {
         let mut code = 0;
-        let mut buf = [0 as c_char; 512];
+        let mut buf = [0 as c_char; 1024];
         // SAFETY: the engine is alive during its callback; buffer of buf.len() bytes.
         let s = unsafe {
             sys::ordo_var_get_error(t.engine, t.var, &mut code, buf.as_mut_ptr(), buf.len())
@@ -94,7 +94,10 @@ fn settled_error(t: &Ticket, status: sys::ordo_status) -> Error {
 /// dropped at any time (the engine's callback then finds nobody to wake).
 ///
 /// Like `ordo_wait_for_var_async`, it is ordered as a write on the var: a reader pushed after it
-/// starts only once the ops before it have completed.
+/// starts only once the ops before it have completed. The task's `Waker` is woken on an engine
+/// thread, as if from inside an op: a waker that polls the task right there must not block on
+/// the same engine (its waits would return
+/// [`ErrorKind::WouldDeadlock`](crate::ErrorKind::WouldDeadlock)).
 pub struct WaitFuture {
     shared: Arc<Shared>,
 }
