@@ -24,6 +24,12 @@ command -v ps >/dev/null 2>&1 || need+=(procps)
 # make abi-check (tools/abi_check.sh): abidw and abidiff.
 command -v abidiff >/dev/null 2>&1 || need+=(abigail-tools)
 
+# The Rust binding's tests (tests/run_rust.sh): Debian's cargo and rustc (1.63, enough for the
+# binding, which needs no crates.io package) when no cargo is found, rustup's in ~/.cargo/bin
+# included.
+command -v cargo >/dev/null 2>&1 || [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" ] ||
+  need+=(cargo)
+
 tools=$(cd "$(dirname "$0")" && pwd)
 apt_install() { bash "$tools/apt-install.sh" install-deps "$@"; }
 

@@ -1,0 +1,532 @@
+//! Raw declarations of libordo's C ABI, one for one with `include/ordo/ordo.h` (written by hand:
+//! no bindgen, no crates.io). Every function here is `unsafe`; the safe API is the `ordo` crate.
+//!
+//! The header's comments are the contract; they are not repeated here. Struct layouts are pinned
+//! by tests that compare `size_of` and field offsets with what the loaded library reports
+//! through `ordo_struct_size`.
+#![allow(non_camel_case_types)]
+use std::marker::{PhantomData, PhantomPinned};
+use std::os::raw::{c_char, c_void};
+
+// ----------------------------------------------------------------------------------------------
+// Version
+// ----------------------------------------------------------------------------------------------
+
+pub const ORDO_VERSION_MAJOR: u32 = 0;
+pub const ORDO_VERSION_MINOR: u32 = 1;
+pub const ORDO_VERSION_PATCH: u32 = 0;
+/// The version these declarations describe: major * 10000 + minor * 100 + patch.
+pub const ORDO_VERSION_NUMBER: u32 =
+    ORDO_VERSION_MAJOR * 10000 + ORDO_VERSION_MINOR * 100 + ORDO_VERSION_PATCH;
+
+// ----------------------------------------------------------------------------------------------
+// Types and status codes
+// ----------------------------------------------------------------------------------------------
+
+/// An engine (opaque; reference counted with `ordo_engine_retain` / `ordo_engine_release`).
+#[repr(C)]
+pub struct ordo_engine {
+    _private: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// The execution context of a running op (opaque; valid only inside its callback).
+#[repr(C)]
+pub struct ordo_exec {
+    _private: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// C's `FILE` (opaque), for `ordo_engine_dump`.
+#[repr(C)]
+pub struct FILE {
+    _private: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+pub type ordo_var = u64;
+pub type ordo_completion = u64;
+pub type ordo_opr = u64;
+pub type ordo_status = i32;
+
+pub type ordo_fn =
+    Option<unsafe extern "C" fn(exec: *mut ordo_exec, user_data: *mut c_void) -> i32>;
+pub type ordo_free_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+pub type ordo_wait_fn = Option<unsafe extern "C" fn(user_data: *mut c_void, status: ordo_status)>;
+
+pub const ORDO_OK: ordo_status = 0;
+pub const ORDO_ERR_INVALID_ARGUMENT: ordo_status = 1;
+pub const ORDO_ERR_INVALID_HANDLE: ordo_status = 2;
+pub const ORDO_ERR_OP_FAILED: ordo_status = 3;
+pub const ORDO_ERR_TIMEOUT: ordo_status = 4;
+pub const ORDO_ERR_NO_DEVICE: ordo_status = 5;
+pub const ORDO_ERR_SHUTDOWN: ordo_status = 6;
+pub const ORDO_ERR_NO_MEMORY: ordo_status = 7;
+pub const ORDO_ERR_INVALID_STATE: ordo_status = 8;
+pub const ORDO_ERR_WOULD_DEADLOCK: ordo_status = 9;
+pub const ORDO_ERR_UNSUPPORTED: ordo_status = 10;
+pub const ORDO_ERR_INTERNAL: ordo_status = 11;
+
+// ----------------------------------------------------------------------------------------------
+// Struct sizes
+// ----------------------------------------------------------------------------------------------
+
+pub const ORDO_STRUCT_ENGINE_CONFIG: i32 = 1;
+pub const ORDO_STRUCT_STATS: i32 = 2;
+pub const ORDO_STRUCT_QUEUE_STATS: i32 = 3;
+pub const ORDO_STRUCT_PUSH_OPTS: i32 = 4;
+pub const ORDO_STRUCT_EXEC_INFO: i32 = 5;
+
+// ----------------------------------------------------------------------------------------------
+// Engine
+// ----------------------------------------------------------------------------------------------
+
+pub const ORDO_ENGINE_DEFAULT: i32 = 0;
+pub const ORDO_ENGINE_NAIVE: i32 = 1;
+pub const ORDO_ENGINE_POOLED: i32 = 2;
+pub const ORDO_ENGINE_PER_DEVICE: i32 = 3;
+
+pub const ORDO_ENGINE_FLAG_PUSHERS_HELP: u32 = 0x1;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ordo_engine_config {
+    pub struct_size: u32,
+    pub kind: i32,
+    pub cpu_threads: i32,
+    pub cpu_priority_threads: i32,
+    pub copy_threads: i32,
+    pub max_pending: i32,
+    pub flags: u32,
+    pub reserved0: u32,
+    pub next: *const c_void,
+    pub trace_path: *const c_char,
+}
+
+pub const ORDO_STATS_QUEUES: usize = 4;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ordo_stats {
+    pub struct_size: u32,
+    pub workers: u32,
+    pub pushed: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub skipped: u64,
+    pub pending: u64,
+    pub ready: u64,
+    pub trace_records: u64,
+    pub trace_dropped: u64,
+    pub queue_ready: [u64; ORDO_STATS_QUEUES],
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ordo_queue_stats {
+    pub struct_size: u32,
+    pub queues: u32,
+    pub device_type: i32,
+    pub device_id: i32,
+    pub prop: i32,
+    pub workers: u32,
+    pub ready: u64,
+    pub name: *const c_char,
+}
+
+// ----------------------------------------------------------------------------------------------
+// Pushing ops
+// ----------------------------------------------------------------------------------------------
+
+pub const ORDO_PROP_NORMAL: i32 = 0;
+pub const ORDO_PROP_CPU_PRIORITIZED: i32 = 1;
+pub const ORDO_PROP_COPY_TO_DEVICE: i32 = 2;
+pub const ORDO_PROP_COPY_FROM_DEVICE: i32 = 3;
+pub const ORDO_PROP_ASYNC: i32 = 4;
+
+pub const ORDO_DEVICE_CPU: i32 = 0;
+pub const ORDO_DEVICE_GPU: i32 = 1;
+
+pub const ORDO_NAME_MAX: usize = 47;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ordo_push_opts {
+    pub struct_size: u32,
+    pub priority: i32,
+    pub prop: i32,
+    pub device_type: i32,
+    pub device_id: i32,
+    pub reserved0: u32,
+    pub free_fn: ordo_free_fn,
+    pub name: *const c_char,
+    pub next: *const c_void,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ordo_exec_info {
+    pub struct_size: u32,
+    pub device_type: i32,
+    pub device_id: i32,
+    pub worker_index: i32,
+    pub priority: i32,
+    pub prop: i32,
+    pub stream: *mut c_void,
+    pub engine: *mut ordo_engine,
+    pub name: *const c_char,
+}
+
+extern "C" {
+    pub fn ordo_version() -> u32;
+    pub fn ordo_version_string() -> *const c_char;
+
+    pub fn ordo_status_string(s: ordo_status) -> *const c_char;
+    pub fn ordo_last_error_message() -> *const c_char;
+    pub fn ordo_last_error_copy(buf: *mut c_char, cap: usize) -> usize;
+
+    pub fn ordo_struct_size(kind: i32) -> usize;
+
+    pub fn ordo_engine_config_init_sized(cfg: *mut ordo_engine_config, size: usize);
+    pub fn ordo_engine_create(
+        cfg: *const ordo_engine_config,
+        out: *mut *mut ordo_engine,
+    ) -> ordo_status;
+    pub fn ordo_engine_destroy(e: *mut ordo_engine) -> ordo_status;
+    pub fn ordo_engine_retain(e: *mut ordo_engine) -> ordo_status;
+    pub fn ordo_engine_release(e: *mut ordo_engine) -> ordo_status;
+    pub fn ordo_engine_get_config(e: *mut ordo_engine, out: *mut ordo_engine_config)
+        -> ordo_status;
+    pub fn ordo_engine_stats(e: *mut ordo_engine, out: *mut ordo_stats) -> ordo_status;
+    pub fn ordo_engine_queue_stats(
+        e: *mut ordo_engine,
+        index: u32,
+        out: *mut ordo_queue_stats,
+    ) -> ordo_status;
+    pub fn ordo_engine_queue_count(e: *mut ordo_engine, out: *mut u32) -> ordo_status;
+    pub fn ordo_engine_write_trace(e: *mut ordo_engine, path: *const c_char) -> ordo_status;
+    pub fn ordo_engine_dump(e: *mut ordo_engine, out: *mut FILE) -> ordo_status;
+    pub fn ordo_device_count(out: *mut i32) -> ordo_status;
+
+    pub fn ordo_var_new(e: *mut ordo_engine, out: *mut ordo_var) -> ordo_status;
+    pub fn ordo_var_delete(e: *mut ordo_engine, v: ordo_var) -> ordo_status;
+    pub fn ordo_var_clear_error(e: *mut ordo_engine, v: ordo_var) -> ordo_status;
+    pub fn ordo_var_get_error(
+        e: *mut ordo_engine,
+        v: ordo_var,
+        code: *mut i32,
+        buf: *mut c_char,
+        cap: usize,
+    ) -> ordo_status;
+
+    pub fn ordo_push_opts_init_sized(opts: *mut ordo_push_opts, size: usize);
+    pub fn ordo_opr_push(
+        e: *mut ordo_engine,
+        fn_: ordo_fn,
+        user_data: *mut c_void,
+        const_vars: *const ordo_var,
+        num_const: usize,
+        mutable_vars: *const ordo_var,
+        num_mutable: usize,
+        opts: *const ordo_push_opts,
+    ) -> ordo_status;
+    pub fn ordo_opr_new(
+        e: *mut ordo_engine,
+        fn_: ordo_fn,
+        user_data: *mut c_void,
+        const_vars: *const ordo_var,
+        num_const: usize,
+        mutable_vars: *const ordo_var,
+        num_mutable: usize,
+        opts: *const ordo_push_opts,
+        out: *mut ordo_opr,
+    ) -> ordo_status;
+    pub fn ordo_opr_push_prepared(e: *mut ordo_engine, opr: ordo_opr, priority: i32)
+        -> ordo_status;
+    pub fn ordo_opr_delete(e: *mut ordo_engine, opr: ordo_opr) -> ordo_status;
+
+    pub fn ordo_exec_defer(exec: *mut ordo_exec, out: *mut ordo_completion) -> ordo_status;
+    pub fn ordo_complete(c: ordo_completion, code: i32, message: *const c_char) -> ordo_status;
+    pub fn ordo_exec_get_info(exec: *const ordo_exec, info: *mut ordo_exec_info) -> ordo_status;
+
+    pub fn ordo_wait_for_var(e: *mut ordo_engine, v: ordo_var) -> ordo_status;
+    pub fn ordo_wait_for_var_timeout(
+        e: *mut ordo_engine,
+        v: ordo_var,
+        timeout_ns: u64,
+    ) -> ordo_status;
+    pub fn ordo_wait_for_all(e: *mut ordo_engine) -> ordo_status;
+    pub fn ordo_wait_for_all_timeout(e: *mut ordo_engine, timeout_ns: u64) -> ordo_status;
+    pub fn ordo_wait_for_var_async(
+        e: *mut ordo_engine,
+        v: ordo_var,
+        fn_: ordo_wait_fn,
+        user_data: *mut c_void,
+    ) -> ordo_status;
+}
+
+#[cfg(test)]
+mod layout {
+    //! Each struct as declared here against the library: its size equals ordo_struct_size(kind),
+    //! and its fields tile it with no gap (the header promises no padding inside any public
+    //! struct), so every field sits where C puts it.
+    use super::*;
+    use std::mem::{size_of, MaybeUninit};
+
+    fn size<T>(_: *const T) -> usize {
+        size_of::<T>()
+    }
+
+    /// (offset, size) of each named field of a struct value.
+    macro_rules! fields {
+        ($t:ty: $($f:ident),+) => {{
+            let u = MaybeUninit::<$t>::uninit();
+            let base = u.as_ptr() as usize;
+            // SAFETY: addresses only, nothing read.
+            vec![$( unsafe {
+                let p = std::ptr::addr_of!((*u.as_ptr()).$f);
+                (stringify!($f), p as usize - base, size(p))
+            } ),+]
+        }};
+    }
+
+    fn check(name: &str, kind: i32, total: usize, fields: Vec<(&str, usize, usize)>) {
+        let lib = unsafe { ordo_struct_size(kind) };
+        assert_eq!(
+            total, lib,
+            "{}: size_of here {} but the library's sizeof is {}",
+            name, total, lib
+        );
+        let mut at = 0;
+        for (f, off, sz) in &fields {
+            assert_eq!(
+                *off, at,
+                "{}.{} at offset {}, expected {} (a gap or a reordered field)",
+                name, f, off, at
+            );
+            at += sz;
+        }
+        assert_eq!(
+            at, total,
+            "{}: fields end at {}, struct size {} (tail padding)",
+            name, at, total
+        );
+    }
+
+    type Fields = Vec<(&'static str, usize, usize)>;
+
+    /// Every struct of the header: its C name, ordo_struct_size kind, size here and fields.
+    fn structs() -> Vec<(&'static str, i32, usize, Fields)> {
+        vec![
+            (
+                "ordo_engine_config",
+                ORDO_STRUCT_ENGINE_CONFIG,
+                size_of::<ordo_engine_config>(),
+                fields!(ordo_engine_config: struct_size, kind, cpu_threads, cpu_priority_threads,
+                    copy_threads, max_pending, flags, reserved0, next, trace_path),
+            ),
+            (
+                "ordo_stats",
+                ORDO_STRUCT_STATS,
+                size_of::<ordo_stats>(),
+                fields!(ordo_stats: struct_size, workers, pushed, completed, failed, skipped,
+                    pending, ready, trace_records, trace_dropped, queue_ready),
+            ),
+            (
+                "ordo_queue_stats",
+                ORDO_STRUCT_QUEUE_STATS,
+                size_of::<ordo_queue_stats>(),
+                fields!(ordo_queue_stats: struct_size, queues, device_type, device_id, prop,
+                    workers, ready, name),
+            ),
+            (
+                "ordo_push_opts",
+                ORDO_STRUCT_PUSH_OPTS,
+                size_of::<ordo_push_opts>(),
+                fields!(ordo_push_opts: struct_size, priority, prop, device_type, device_id,
+                    reserved0, free_fn, name, next),
+            ),
+            (
+                "ordo_exec_info",
+                ORDO_STRUCT_EXEC_INFO,
+                size_of::<ordo_exec_info>(),
+                fields!(ordo_exec_info: struct_size, device_type, device_id, worker_index,
+                    priority, prop, stream, engine, name),
+            ),
+        ]
+    }
+
+    fn check_one(name: &str) {
+        let (n, kind, total, f) = structs().into_iter().find(|s| s.0 == name).unwrap();
+        check(n, kind, total, f);
+    }
+
+    #[test]
+    fn engine_config() {
+        check_one("ordo_engine_config");
+    }
+
+    #[test]
+    fn stats() {
+        check_one("ordo_stats");
+    }
+
+    #[test]
+    fn queue_stats() {
+        check_one("ordo_queue_stats");
+    }
+
+    #[test]
+    fn push_opts() {
+        check_one("ordo_push_opts");
+    }
+
+    #[test]
+    fn exec_info() {
+        check_one("ordo_exec_info");
+    }
+
+    /// The same fields against the C header itself, field by field (offset and size, which
+    /// catches two same-sized fields swapped): compiles a small C program with `cc` (or `$CC`)
+    /// against `$ORDO_INCLUDE_DIR` or the repository's include/. Skipped, saying so, when
+    /// neither the header nor a C compiler is there (a crate used outside the repository).
+    #[test]
+    fn offsets_match_the_c_header() {
+        use std::path::PathBuf;
+        use std::process::Command;
+        let include = std::env::var_os("ORDO_INCLUDE_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../include"));
+        if !include.join("ordo/ordo.h").exists() {
+            std::eprintln!(
+                "offsets_match_the_c_header: skipped, no ordo/ordo.h in {:?}",
+                include
+            );
+            return;
+        }
+        let mut src = String::from(
+            "#include <ordo/ordo.h>\n#include <stddef.h>\n#include <stdio.h>\nint main(void) {\n",
+        );
+        let mut want = String::new();
+        for (n, _, total, fields) in structs() {
+            src += &std::format!("  printf(\"{n} %zu\\n\", sizeof({n}));\n", n = n);
+            want += &std::format!("{} {}\n", n, total);
+            for (f, off, sz) in fields {
+                src += &std::format!(
+                    "  printf(\"{n}.{f} %zu %zu\\n\", offsetof({n}, {f}), sizeof((({n}*)0)->{f}));\n",
+                    n = n,
+                    f = f
+                );
+                want += &std::format!("{}.{} {} {}\n", n, f, off, sz);
+            }
+        }
+        src += "  return 0;\n}\n";
+        let dir = std::env::temp_dir().join(std::format!("ordo_sys_layout_{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (c, exe) = (dir.join("layout.c"), dir.join("layout"));
+        std::fs::write(&c, src).unwrap();
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        let built = Command::new(&cc)
+            .arg("-std=c99")
+            .arg("-I")
+            .arg(&include)
+            .arg(&c)
+            .arg("-o")
+            .arg(&exe)
+            .status();
+        match built {
+            Err(e) => {
+                std::eprintln!(
+                    "offsets_match_the_c_header: skipped, cannot run {}: {}",
+                    cc,
+                    e
+                );
+                let _ = std::fs::remove_dir_all(&dir);
+                return;
+            }
+            Ok(st) => assert!(st.success(), "{} could not compile the layout probe", cc),
+        }
+        let out = Command::new(&exe).output().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let got = String::from_utf8(out.stdout).unwrap();
+        let diff: Vec<String> = got
+            .lines()
+            .zip(want.lines())
+            .filter(|(g, w)| g != w)
+            .map(|(g, w)| std::format!("C: {}  here: {}", g, w))
+            .collect();
+        assert!(
+            diff.is_empty() && got.lines().count() == want.lines().count(),
+            "the C header and these declarations differ:\n{}",
+            diff.join("\n")
+        );
+    }
+
+    #[test]
+    fn unknown_kind_is_zero() {
+        assert_eq!(unsafe { ordo_struct_size(0) }, 0);
+        assert_eq!(unsafe { ordo_struct_size(999) }, 0);
+    }
+
+    #[test]
+    fn init_writes_the_callers_size() {
+        unsafe {
+            let mut o = MaybeUninit::<ordo_push_opts>::zeroed().assume_init();
+            ordo_push_opts_init_sized(&mut o, size_of::<ordo_push_opts>());
+            assert_eq!(o.struct_size as usize, size_of::<ordo_push_opts>());
+            assert!(
+                o.free_fn.is_none() && o.name.is_null() && o.next.is_null() && o.reserved0 == 0
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+    use std::mem::{size_of, MaybeUninit};
+
+    #[test]
+    fn library_is_at_least_this_version() {
+        let v = unsafe { ordo_version() };
+        assert!(
+            v >= ORDO_VERSION_NUMBER,
+            "libordo {} older than these declarations",
+            v
+        );
+        let s = unsafe { CStr::from_ptr(ordo_version_string()) };
+        assert!(!s.to_bytes().is_empty());
+    }
+
+    #[test]
+    fn status_strings() {
+        let s = unsafe { CStr::from_ptr(ordo_status_string(ORDO_ERR_TIMEOUT)) };
+        assert_eq!(s.to_str().unwrap(), "ORDO_ERR_TIMEOUT");
+    }
+
+    #[test]
+    fn raw_round_trip() {
+        unsafe {
+            let mut cfg = MaybeUninit::<ordo_engine_config>::zeroed().assume_init();
+            ordo_engine_config_init_sized(&mut cfg, size_of::<ordo_engine_config>());
+            assert_eq!(cfg.struct_size as usize, size_of::<ordo_engine_config>());
+            cfg.kind = ORDO_ENGINE_POOLED;
+            cfg.cpu_threads = 2;
+            let mut e = std::ptr::null_mut();
+            assert_eq!(ordo_engine_create(&cfg, &mut e), ORDO_OK);
+            let mut v = 0;
+            assert_eq!(ordo_var_new(e, &mut v), ORDO_OK);
+            assert_eq!(ordo_wait_for_var(e, v), ORDO_OK);
+            assert_eq!(ordo_var_delete(e, v), ORDO_OK);
+            assert_eq!(ordo_var_delete(e, v), ORDO_ERR_INVALID_HANDLE);
+            let msg = CStr::from_ptr(ordo_last_error_message());
+            assert!(
+                msg.to_str().unwrap().starts_with("ordo_var_delete"),
+                "{:?}",
+                msg
+            );
+            assert_eq!(ordo_engine_destroy(e), ORDO_OK);
+        }
+    }
+}
