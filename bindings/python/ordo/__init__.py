@@ -33,7 +33,7 @@ __version__ = "0.1.0"
 
 def version() -> str:
     """The loaded C library's version, e.g. "0.1.0"."""
-    return ffi.string(lib.ordo_version_string()).decode()
+    return str(ffi.string(lib.ordo_version_string()).decode())
 
 
 #: Seconds that engines still open at interpreter exit get to finish their work while none of it

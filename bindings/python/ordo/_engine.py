@@ -35,11 +35,11 @@ from ._lib import ffi, has, lib
 
 __all__ = ["Engine", "Var", "Completion", "Stats", "exit_timeout"]
 
-OK = lib.ORDO_OK
-_OP_FAILED = lib.ORDO_ERR_OP_FAILED
-_TIMEOUT = lib.ORDO_ERR_TIMEOUT
-_SHUTDOWN = lib.ORDO_ERR_SHUTDOWN
-_INVALID_HANDLE = lib.ORDO_ERR_INVALID_HANDLE
+OK: int = lib.ORDO_OK
+_OP_FAILED: int = lib.ORDO_ERR_OP_FAILED
+_TIMEOUT: int = lib.ORDO_ERR_TIMEOUT
+_SHUTDOWN: int = lib.ORDO_ERR_SHUTDOWN
+_INVALID_HANDLE: int = lib.ORDO_ERR_INVALID_HANDLE
 _NO_TIMEOUT_NS = 1 << 61  # above 2^60 ns: the C API reads it as "no timeout"
 _MSG_MAX = 480  # ordo keeps this much of "op 'NAME' failed (code N): MESSAGE"
 
@@ -90,7 +90,7 @@ def _exception_text(exc: BaseException) -> str:
 
 def _report_unraisable(exc: BaseException, what: str) -> None:
     try:
-        hook = sys.unraisablehook
+        hook: Any = sys.unraisablehook
         hook(_Unraisable(type(exc), exc, exc.__traceback__, what, None))
     except BaseException:  # noqa: BLE001 - nothing may escape into C
         pass
@@ -119,7 +119,6 @@ def _op_onerror(exc_type: Any, exc_value: Any, tb: Any) -> int:
     return _OP_FAILED
 
 
-@ffi.callback("ordo_fn", error=_OP_FAILED, onerror=_op_onerror)
 def _op_trampoline(exec_: Any, user_data: Any) -> int:
     try:
         op = _ops.get(_key_of(user_data))
@@ -155,12 +154,17 @@ def _op_trampoline(exec_: Any, user_data: Any) -> int:
         return _OP_FAILED
 
 
-@ffi.callback("ordo_free_fn")
 def _free_trampoline(user_data: Any) -> None:
     try:
         _ops.pop(_key_of(user_data), None)
     except BaseException:  # noqa: BLE001
         pass
+
+
+# The C function pointers. `error` is what the callback returns if an exception escapes it
+# (cffi's default, 0, would be success), `onerror` the same as a function: both fail the op.
+_op_callback = ffi.callback("ordo_fn", _op_trampoline, error=_OP_FAILED, onerror=_op_onerror)
+_free_callback = ffi.callback("ordo_free_fn", _free_trampoline)
 
 
 def _resolve(future: "asyncio.Future[None]", exc: Optional[BaseException]) -> None:
@@ -503,6 +507,10 @@ class Engine:
              writes: VarsArg = ..., *, name: Optional[str] = ..., priority: int = ...,
              deferred: Literal[True]) -> None: ...
 
+    @overload
+    def push(self, fn: Callable[..., Any], reads: VarsArg = ..., writes: VarsArg = ..., *,
+             name: Optional[str] = ..., priority: int = ..., deferred: bool = ...) -> None: ...
+
     def push(self, fn: Callable[..., Any], reads: VarsArg = (), writes: VarsArg = (), *,
              name: Optional[str] = None, priority: int = 0, deferred: bool = False) -> None:
         """Pushes an op: `fn` runs on a worker thread after every op pushed before it that
@@ -527,7 +535,7 @@ class Engine:
         opts = ffi.new("ordo_push_opts*")
         lib.ordo_push_opts_init_sized(opts, ffi.sizeof("ordo_push_opts"))
         opts.priority = priority
-        opts.free_fn = _free_trampoline
+        opts.free_fn = _free_callback
         name_buf = None
         if name is not None:
             name_buf = ffi.new("char[]", name.encode("utf-8", "replace"))
@@ -535,7 +543,7 @@ class Engine:
         key = next(_keys)
         _ops[key] = _Op(fn, bool(deferred), self)
         try:
-            st = lib.ordo_opr_push(self._ptr, _op_trampoline, ffi.cast("void*", key),
+            st = lib.ordo_opr_push(self._ptr, _op_callback, ffi.cast("void*", key),
                                    r, nr, w, nw, opts)
         except BaseException:
             _ops.pop(key, None)

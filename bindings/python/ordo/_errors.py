@@ -20,7 +20,7 @@ class Error(Exception):
 
     @property
     def status_name(self) -> str:
-        return ffi.string(lib.ordo_status_string(self.status)).decode()
+        return str(ffi.string(lib.ordo_status_string(self.status)).decode())
 
 
 class InvalidArgument(Error, ValueError):
@@ -112,7 +112,7 @@ def last_error_message() -> str:
     n = lib.ordo_last_error_copy(ffi.NULL, 0)
     buf = ffi.new("char[]", n + 1)
     lib.ordo_last_error_copy(buf, n + 1)
-    return ffi.string(buf).decode("utf-8", "replace")
+    return str(ffi.string(buf).decode("utf-8", "replace"))
 
 
 def error_for(status: int, message: Optional[str] = None) -> Error:

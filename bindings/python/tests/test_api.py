@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gc
 import queue
+import sys
 import threading
 import time
 import weakref
@@ -86,7 +87,7 @@ def test_invalid_handles() -> None:
         with pytest.raises(TypeError):
             e.push(lambda: None, writes=[42])  # type: ignore[list-item]
         with pytest.raises(TypeError):
-            e.push("not callable")  # type: ignore[arg-type]
+            e.push("not callable")  # type: ignore[call-overload]
         assert _engine._ops == {} or all(op.engine is not e for op in _engine._ops.values())
 
 
@@ -154,8 +155,8 @@ def test_completion_from_inside_fn_and_exceptions_of_deferred_fns(engine: ordo.E
     # sys.unraisablehook
     x = engine.var()
     caught: list[BaseException] = []
-    old = __import__("sys").unraisablehook
-    __import__("sys").unraisablehook = lambda u: caught.append(u.exc_value)
+    old = sys.unraisablehook
+    sys.unraisablehook = lambda u: caught.append(u.exc_value)
     try:
         def completes_then_raises(c: ordo.Completion) -> None:
             c.complete()
@@ -164,7 +165,7 @@ def test_completion_from_inside_fn_and_exceptions_of_deferred_fns(engine: ordo.E
         engine.push(completes_then_raises, writes=[x], deferred=True)
         engine.wait(x)
     finally:
-        __import__("sys").unraisablehook = old
+        sys.unraisablehook = old
     assert len(caught) == 1 and isinstance(caught[0], KeyError)
 
 
