@@ -5,8 +5,9 @@
     python3 gen_cdef.py --check                exit 1 when ordo/_cdef.h differs from the header
 
 The header is run through the C preprocessor (``cc -E -P -dD``) with ``ORDO_API`` defined empty
-and the system headers replaced by empty stubs (cffi knows ``uint32_t``, ``size_t`` and ``FILE``
-itself), so what cffi reads is exactly what a C compiler reads. Then the ``static inline``
+and ``ORDO_NO_INLINE_HELPERS`` defined, as the header asks of FFI generators, and the system
+headers replaced by empty stubs (cffi knows ``uint32_t``, ``size_t`` and ``FILE`` itself), so
+what cffi reads is exactly what a C compiler reads. Then the ``static inline``
 helpers are dropped (cffi cannot read function bodies; FFI callers use the ``_sized`` entry points
 they wrap) and each integer ``#define ORDO_*`` is written with its value computed, since cffi only
 takes plain integer literals. The result is checked in, so installing the binding needs no
@@ -34,7 +35,7 @@ BANNER = (
 )
 
 # Macros a preprocessing run defines that are not part of ordo's ABI.
-SKIP_MACROS = {"ORDO_API", "ORDO_ORDO_H"}
+SKIP_MACROS = {"ORDO_API", "ORDO_ORDO_H", "ORDO_NO_INLINE_HELPERS"}
 
 
 def preprocess(header: Path) -> str:
@@ -44,9 +45,9 @@ def preprocess(header: Path) -> str:
             Path(stubs, name).write_text("")
         cmd = cc + [
             "-E", "-P", "-dD", "-nostdinc", "-I", stubs,
-            # ORDO_API empty: the header's `#ifndef ORDO_API` keeps it; a header that defines
-            # it unconditionally takes its non-GNU branch (empty) without __GNUC__.
-            "-U__GNUC__", "-DORDO_API=",
+            # what the header asks of FFI generators: no export attribute, no inline helpers
+            # (the helpers are dropped below as well, should any be left)
+            "-DORDO_API=", "-DORDO_NO_INLINE_HELPERS",
             "-x", "c", str(header),
         ]
         return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout

@@ -14,6 +14,7 @@ typedef uint64_t ordo_opr;
 typedef int32_t ordo_status;
 typedef int32_t (*ordo_fn)(ordo_exec* exec, void* user_data);
 typedef void (*ordo_free_fn)(void* user_data);
+typedef void (*ordo_wait_fn)(void* user_data, ordo_status status);
 #define ORDO_OK 0
 #define ORDO_ERR_INVALID_ARGUMENT 1
 #define ORDO_ERR_INVALID_HANDLE 2
@@ -29,6 +30,12 @@ typedef void (*ordo_free_fn)(void* user_data);
 const char* ordo_status_string(ordo_status s);
 const char* ordo_last_error_message(void);
 size_t ordo_last_error_copy(char* buf, size_t cap);
+#define ORDO_STRUCT_ENGINE_CONFIG 1
+#define ORDO_STRUCT_STATS 2
+#define ORDO_STRUCT_QUEUE_STATS 3
+#define ORDO_STRUCT_PUSH_OPTS 4
+#define ORDO_STRUCT_EXEC_INFO 5
+size_t ordo_struct_size(int32_t kind);
 #define ORDO_ENGINE_DEFAULT 0
 #define ORDO_ENGINE_NAIVE 1
 #define ORDO_ENGINE_POOLED 2
@@ -42,6 +49,7 @@ typedef struct ordo_engine_config {
   int32_t copy_threads;
   int32_t max_pending;
   uint32_t flags;
+  uint32_t reserved0;
   const void* next;
   const char* trace_path;
 } ordo_engine_config;
@@ -99,6 +107,7 @@ typedef struct ordo_push_opts {
   int32_t prop;
   int32_t device_type;
   int32_t device_id;
+  uint32_t reserved0;
   ordo_free_fn free_fn;
   const char* name;
   const void* next;
@@ -126,3 +135,4 @@ ordo_status ordo_wait_for_var(ordo_engine* e, ordo_var v);
 ordo_status ordo_wait_for_var_timeout(ordo_engine* e, ordo_var v, uint64_t timeout_ns);
 ordo_status ordo_wait_for_all(ordo_engine* e);
 ordo_status ordo_wait_for_all_timeout(ordo_engine* e, uint64_t timeout_ns);
+ordo_status ordo_wait_for_var_async(ordo_engine* e, ordo_var v, ordo_wait_fn fn, void* user_data);
