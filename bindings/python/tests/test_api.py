@@ -296,3 +296,31 @@ def test_stats(engine: ordo.Engine) -> None:
     engine.wait_all()
     s = engine.stats()
     assert (s.pushed, s.completed, s.failed, s.pending) == (10, 10, 0, 0)
+
+
+def test_pushes_racing_a_close_run_or_raise_shutdown() -> None:
+    e = ordo.Engine(workers=2)
+    v = e.var()
+    ran = [0]
+    outcomes: list[str] = []
+
+    def pusher() -> None:
+        try:
+            for _ in range(100000):
+                e.push(lambda: ran.__setitem__(0, ran[0] + 1), writes=[v])
+            outcomes.append("all pushed")
+        except ordo.Shutdown:
+            outcomes.append("shutdown")
+
+    threads = [threading.Thread(target=pusher) for _ in range(2)]
+    for t in threads:
+        t.start()
+    time.sleep(0.05)
+    e.close()
+    for t in threads:
+        t.join()
+    assert len(outcomes) == 2
+    s = e.stats()
+    assert s.pushed == s.completed == ran[0] and s.pending == 0
+    with pytest.raises(ordo.Shutdown):
+        v.delete()
