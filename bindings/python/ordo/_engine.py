@@ -163,7 +163,11 @@ def _free_trampoline(user_data: Any) -> None:
 
 # The C function pointers. `error` is what the callback returns if an exception escapes it
 # (cffi's default, 0, would be success), `onerror` the same as a function: both fail the op.
-_op_callback = ffi.callback("ordo_fn", _op_trampoline, error=_OP_FAILED, onerror=_op_onerror)
+def _make_op_callback(trampoline: Callable[[Any, Any], int]) -> Any:
+    return ffi.callback("ordo_fn", trampoline, error=_OP_FAILED, onerror=_op_onerror)
+
+
+_op_callback = _make_op_callback(_op_trampoline)
 _free_callback = ffi.callback("ordo_free_fn", _free_trampoline)
 
 

@@ -137,3 +137,23 @@ def test_base_exceptions_in_fn_fail_the_op(engine: ordo.Engine) -> None:
         with pytest.raises(ordo.OpFailed) as info:
             engine.wait(v)
         assert type(exc).__name__ in str(info.value)
+
+
+def test_an_exception_escaping_the_trampoline_is_a_failure_code() -> None:
+    """The last line of defence, called through C as the engine calls it: were an exception to
+    escape the op trampoline itself, cffi's `error`/`onerror` return ORDO_ERR_OP_FAILED, not the
+    default 0 (success)."""
+    from ordo import _engine
+    from ordo._lib import ffi
+
+    def escapes(exec_: object, user_data: object) -> int:
+        raise RuntimeError("escaped")
+
+    def returns_junk(exec_: object, user_data: object) -> int:
+        return "not an int"  # type: ignore[return-value]  # cffi cannot convert it: onerror
+
+    for fn in (escapes, returns_junk):
+        cb = _engine._make_op_callback(fn)
+        assert cb(ffi.NULL, ffi.NULL) == 3
+    # and the real trampoline, given a key no op has, fails too
+    assert _engine._op_callback(ffi.NULL, ffi.cast("void*", 0)) == 3
