@@ -74,6 +74,10 @@ section "Rust binding: cargo test"
 # bindings/rust against $build/src, offline; the first build of the crates takes about 30 s
 run 600 bash "$here/run_rust.sh" "$build"
 
+section "Python binding: pytest"
+# the suite against this build's library, then pip install bindings/python into a fresh venv
+run 600 bash "$here/run_python.sh" "$build"
+
 section "stress checker against a sequential model, short (make stress runs 10M ops)"
 run 300 "$build/tests/ordo_stress" --ops 500000
 section "the same, with throttled pushers running ready ops (ORDO_PUSHERS_HELP=1, a 64-op window)"
