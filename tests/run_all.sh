@@ -56,6 +56,9 @@ run 300 "$build/tests/ordo_alloc_test"
 section "consumer built against the installed ordo.pc"
 run 600 bash "$here/install_consumer.sh" "$build"
 
+section "Go binding: go test -race (bindings/go, against this build through an ordo.pc of the tree)"
+run 300 bash "$here/run_go.sh" "$build"
+
 section "stress checker against a sequential model, short (make stress runs 10M ops)"
 run 300 "$build/tests/ordo_stress" --ops 500000
 section "the same, with throttled pushers running ready ops (ORDO_PUSHERS_HELP=1, a 64-op window)"
