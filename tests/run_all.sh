@@ -32,11 +32,17 @@ run 300 bash "$here/test_with_timeout.sh" "$build"
 section "the public header as C99 and C++17"
 run 60 "$build/tests/header_c99"
 run 60 "$build/tests/header_cxx17"
+section "the public header as FFI generators read it (ORDO_API empty, ORDO_NO_INLINE_HELPERS)"
+run 60 "$build/tests/header_c99_bare"
+run 120 python3 "$here/test_header_cffi.py" "$here/../include/ordo/ordo.h" "$build/src/libordo.so"
 
 section "libordo.so is never unmapped by dlclose (its pthread key destructor must stay)"
 # shellcheck disable=SC2016 # expanded by that bash
 run 60 bash -c 'readelf -d "$0" | grep -q "Flags:.*NODELETE"' "$build/src/libordo.so" ||
   { echo "libordo.so lacks DF_1_NODELETE (-z nodelete)" >&2; exit 1; }
+
+section "libordo.so loads anywhere: static TLS at most 512 bytes, no symbol newer than GLIBC_2.34"
+run 60 bash "$here/check_so_limits.sh" "$build/src/libordo.so"
 
 section "C++ exceptions thrown by callbacks and free_fns"
 run 120 "$build/tests/ordo_exceptions_test"

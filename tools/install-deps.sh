@@ -30,6 +30,20 @@ apt_install() { bash "$tools/apt-install.sh" install-deps "$@"; }
 
 [ ${#need[@]} -eq 0 ] || apt_install "${need[@]}"
 
+# tests/test_header_cffi.py reads the public header with cffi, as the Python binding does: from
+# PyPI, or from Debian (python3-cffi) when pip is missing or refuses.
+if ! python3 -c "import cffi" >/dev/null 2>&1; then
+  echo "install-deps: installing cffi (PyPI)"
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore cffi \
+    >/dev/null 2>&1 ||
+    python3 -m pip install -q --disable-pip-version-check cffi >/dev/null 2>&1 ||
+    apt_install python3-cffi
+  python3 -c "import cffi" >/dev/null 2>&1 || {
+    echo "install-deps: cffi is still missing for $(command -v python3)" >&2
+    exit 1
+  }
+fi
+
 # The trace timeline picture (tools/trace_png.py) draws with Pillow: from PyPI, or from Debian
 # (python3-pil) when pip is missing or refuses (Debian's own python3 is "externally managed").
 if ! python3 -c "import PIL" >/dev/null 2>&1; then

@@ -25,6 +25,24 @@
  *    above 4096 (no struct of this ABI will grow that large: the struct was not initialized) is
  *    ORDO_ERR_INVALID_ARGUMENT, and nothing is read or written through it.
  *  - Every function is thread-safe unless its comment says otherwise.
+ *  - Arrays (var lists) and option or config structs passed in are read only during the call:
+ *    the caller may free or reuse them as soon as it returns. Every options or config pointer
+ *    may be NULL, which means the defaults.
+ *  - Which thread runs caller code: an op's callback (ordo_fn) runs on a worker thread of the
+ *    engine, or inline on the thread that makes it ready (the naive engine, ORDO_PROP_ASYNC ops,
+ *    a pusher helping under ORDO_ENGINE_FLAG_PUSHERS_HELP); its free_fn runs right after the op
+ *    finished, on the thread that finished it (the one that ran or skipped it, or the one that
+ *    called ordo_complete for a deferred op); a prepared op's free_fn as ordo_opr_new says; an
+ *    ordo_wait_fn as ordo_wait_for_var_async says. No caller code ever runs on a thread of its
+ *    own making except these, and never from a signal handler.
+ *  - Fork: an engine belongs to the process that created it (its worker threads do not survive
+ *    fork()). In a child of fork(), every call naming an engine the parent created (or a var,
+ *    completion, prepared op or exec of one) returns ORDO_ERR_INVALID_STATE ("created ... before
+ *    a fork()"), except three that only count references there: ordo_engine_retain,
+ *    ordo_engine_release, and ordo_engine_destroy, which returns ORDO_OK at once. The child's
+ *    copy of such an engine is never drained, joined or freed (its memory stays as the fork left
+ *    it), and no callback, free_fn or ordo_wait_fn of it runs in the child. Engines created in
+ *    the child work normally.
  *  - Types in signatures are fixed-width integers and pointers only (no enums, bool or structs by
  *    value), so every FFI can call them.
  *
@@ -37,6 +55,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* Readers of this header that are not C compilers (cffi's cdef, bindgen, Clang.jl) can define
+ * ORDO_API as empty and ORDO_NO_INLINE_HELPERS before including it (or pass -DORDO_API=
+ * -DORDO_NO_INLINE_HELPERS to the preprocessor): what is left is declarations only, with no
+ * attribute and no function body. ORDO_NO_INLINE_HELPERS hides ordo_engine_config_init and
+ * ordo_push_opts_init, which such a consumer replaces with the _init_sized functions and
+ * ordo_struct_size. */
+#ifndef ORDO_API
 #if defined(_WIN32)
 #if defined(ORDO_BUILDING_LIBRARY)
 #define ORDO_API __declspec(dllexport)
@@ -47,6 +72,7 @@
 #define ORDO_API __attribute__((visibility("default")))
 #else
 #define ORDO_API
+#endif
 #endif
 
 #ifdef __cplusplus
@@ -96,8 +122,12 @@ typedef int32_t ordo_status;
  * unwind (a C++ exception escaping it is caught and counted as a failure, code ORDO_ERR_OP_FAILED).
  */
 typedef int32_t (*ordo_fn)(ordo_exec* exec, void* user_data);
-/** Releases an op's user_data. Called exactly once per successful push (see ordo_push_opts). */
+/** Releases an op's user_data. Called exactly once per successful push (see ordo_push_opts),
+ *  on the thread that finished the op (see the conventions above). */
 typedef void (*ordo_free_fn)(void* user_data);
+/** The callback of ordo_wait_for_var_async: called exactly once, with ORDO_OK or
+ *  ORDO_ERR_OP_FAILED (see there). Must not block for long: it runs on an engine thread. */
+typedef void (*ordo_wait_fn)(void* user_data, ordo_status status);
 
 #define ORDO_OK 0
 /** A NULL pointer, a NULL array with a non-zero count, an out-of-range field or value. */
@@ -116,7 +146,8 @@ typedef void (*ordo_free_fn)(void* user_data);
 #define ORDO_ERR_SHUTDOWN 6
 /** Memory or another resource (handle space, threads) ran out. Nothing was pushed. */
 #define ORDO_ERR_NO_MEMORY 7
-/** The call is not valid now: e.g. an exec used outside its callback, a second defer. */
+/** The call is not valid now: e.g. an exec used outside its callback, a second defer, an
+ *  engine used in a child of fork() that its parent created. */
 #define ORDO_ERR_INVALID_STATE 8
 /** The call would wait for work that cannot finish while the caller waits: a wait, destroy or
  *  last release called from inside an op of the same engine. Nothing happened. */
@@ -146,6 +177,24 @@ ORDO_API const char* ordo_last_error_message(void);
  * message, excluding the NUL, so a caller can size a buffer. Never fails.
  */
 ORDO_API size_t ordo_last_error_copy(char* buf, size_t cap);
+
+/* ------------------------------------------------------------------------------------------- */
+/* Struct sizes                                                                                */
+/* ------------------------------------------------------------------------------------------- */
+
+/** Kinds for ordo_struct_size: one per public struct that starts with struct_size. */
+#define ORDO_STRUCT_ENGINE_CONFIG 1
+#define ORDO_STRUCT_STATS 2
+#define ORDO_STRUCT_QUEUE_STATS 3
+#define ORDO_STRUCT_PUSH_OPTS 4
+#define ORDO_STRUCT_EXEC_INFO 5
+
+/** The library's sizeof the struct of that kind (ORDO_STRUCT_*), 0 for an unknown kind. For
+ *  bindings that declare the structs themselves: their layout test compares their size with
+ *  this, and a struct_size of at most this is always understood. No public struct has padding:
+ *  every byte up to its size belongs to a field (reserved ones included). Never fails; any
+ *  thread. */
+ORDO_API size_t ordo_struct_size(int32_t kind);
 
 /* ------------------------------------------------------------------------------------------- */
 /* Engine                                                                                      */
@@ -218,6 +267,9 @@ typedef struct ordo_engine_config {
                              ORDO_MAX_PENDING; default 8192; -1 = no throttle; otherwise at
                              least 64 (smaller values are INVALID_ARGUMENT) */
   uint32_t flags;         /**< ORDO_ENGINE_FLAG_* bits; others must be 0 */
+  uint32_t reserved0;     /**< must be 0 (else ORDO_ERR_UNSUPPORTED). It fills what was a
+                             padding hole before `next`, so every byte inside struct_size is a
+                             field; the struct's size and offsets are unchanged */
   const void* next;       /**< reserved for extension chains, must be NULL */
   const char* trace_path; /**< non-NULL and non-empty: record every op (name, worker, device,
                              start, end, outcome) and write them as Chrome trace JSON (opens in
@@ -244,9 +296,11 @@ typedef struct ordo_engine_config {
  */
 ORDO_API void ordo_engine_config_init_sized(ordo_engine_config* cfg, size_t size);
 /** Fills cfg with defaults using the caller's compile-time struct size. */
+#ifndef ORDO_NO_INLINE_HELPERS
 static inline void ordo_engine_config_init(ordo_engine_config* cfg) {
   ordo_engine_config_init_sized(cfg, sizeof(ordo_engine_config));
 }
+#endif
 
 /**
  * Creates an engine and its worker threads; *out receives it with one reference (the
@@ -447,6 +501,8 @@ typedef struct ordo_push_opts {
   int32_t prop;         /**< ORDO_PROP_*; default ORDO_PROP_NORMAL */
   int32_t device_type;  /**< ORDO_DEVICE_CPU (default) or ORDO_DEVICE_GPU */
   int32_t device_id;    /**< GPU ordinal for ORDO_DEVICE_GPU; must be 0 for the CPU */
+  uint32_t reserved0;   /**< must be 0 (else ORDO_ERR_UNSUPPORTED). It fills what was a padding
+                             hole before free_fn; the struct's size and offsets are unchanged */
   ordo_free_fn free_fn; /**< when not NULL, called with user_data exactly once after the op
                              finished (ran, failed or was skipped), before waiters on its vars
                              wake; only when the push returned ORDO_OK */
@@ -460,9 +516,11 @@ typedef struct ordo_push_opts {
  *  languages. */
 ORDO_API void ordo_push_opts_init_sized(ordo_push_opts* opts, size_t size);
 /** Fills opts with defaults using the caller's compile-time struct size. */
+#ifndef ORDO_NO_INLINE_HELPERS
 static inline void ordo_push_opts_init(ordo_push_opts* opts) {
   ordo_push_opts_init_sized(opts, sizeof(ordo_push_opts));
 }
+#endif
 
 /**
  * Pushes an op. Always asynchronous, except for the naive engine and ORDO_PROP_ASYNC ops whose
@@ -622,6 +680,36 @@ ORDO_API ordo_status ordo_wait_for_all(ordo_engine* e);
  *  lists them all). A timeout of 0 is a poll that never sleeps. A timeout above 2^60 ns means
  *  no timeout. */
 ORDO_API ordo_status ordo_wait_for_all_timeout(ordo_engine* e, uint64_t timeout_ns);
+
+/**
+ * For event loops (asyncio, Rust futures, Go channels, Julia tasks): asks for fn(user_data,
+ * status) to be called exactly once, after every op pushed on v before this call has completed.
+ * Never blocks: the call returns at once (unless fn runs inside it, below).
+ * status: ORDO_OK, or ORDO_ERR_OP_FAILED when v is then in an error state; the same result
+ * ordo_wait_for_var would give (fn gets no message: ordo_var_get_error reads it, as long as
+ * nothing pushed later has changed it).
+ * Ordering: the wait is queued on v as a write with no callback (as ordo_var_clear_error is):
+ * it waits for every op before it, readers included, and ops pushed on v after it start once
+ * those have completed (without waiting for fn), so unlike ordo_wait_for_var it keeps a reader
+ * pushed after it from overlapping the readers pushed before it. It is not an op of the caller:
+ * ordo_stats and ordo_wait_for_all's failure record do not count it (ordo_wait_for_all does wait
+ * for it).
+ * Which thread runs fn: the one that completes the last of those ops (a worker, a thread in
+ * ordo_complete, a thread running inline ops), right after that op; or, when they have all
+ * completed already, the calling thread, before this call returns (from inside an inline op of
+ * the same engine: right after that op returns, see ORDO_PROP_ASYNC). fn counts as running
+ * inside an op of the engine (waits, destroy and the last release from it return
+ * ORDO_ERR_WOULD_DEADLOCK); it may push, complete ops and call ordo_wait_for_var_async again.
+ * A C++ exception escaping fn is caught and ignored. Destroy (and the last release) drains the
+ * engine, so a pending fn runs with its real status before destroy returns.
+ * ORDO_ERR_SHUTDOWN is kept for a wait an engine cannot settle: this version never passes it,
+ * but a binding should treat it as a failure.
+ * If this call returns an error, fn is never called. Errors: INVALID_ARGUMENT (e or fn NULL),
+ * INVALID_HANDLE (v 0, stale, deleted or foreign), SHUTDOWN (destroy has begun), NO_MEMORY,
+ * INVALID_STATE (an engine created before a fork(), in the child).
+ */
+ORDO_API ordo_status ordo_wait_for_var_async(ordo_engine* e, ordo_var v, ordo_wait_fn fn,
+                                             void* user_data);
 
 #ifdef __cplusplus
 } /* extern "C" */

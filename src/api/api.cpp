@@ -36,14 +36,23 @@ ordo_status guarded(const char* fn_name, F&& body) noexcept {
 
 // The one way an entry point that takes an engine starts: inside guarded(), the engine
 // resolved (INVALID_ARGUMENT for NULL, INVALID_HANDLE for a pointer ordo never handed out or
-// whose engine is gone), then `body(engine, fn_name)`.
+// whose engine is gone, INVALID_STATE for one created before a fork() this process came
+// from), then `body(engine, fn_name)`.
 template <class F>
 ordo_status with_engine(const char* fn_name, ordo_engine* e, F&& body) noexcept {
   return guarded(fn_name, [&](const char* api) -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
+    if (__builtin_expect(!made_here(slot_of(e)), 0)) return inherited_engine(slot_of(e));
     return body(engine, api);
   });
+}
+
+// The engine of the op running on this thread, unless it was created before a fork() (the
+// forking thread was inside one of its callbacks): INVALID_STATE then.
+ordo_status check_op_engine(const OpBlock* op) {
+  const EngineSlot* s = slot_for_tag(op->engine->tag());
+  return made_here(s) ? ORDO_OK : inherited_engine(s);
 }
 
 ordo_status null_arg(const char* fn_name, const char* arg) {
@@ -112,8 +121,9 @@ ordo_engine_config default_engine_config() {
   ordo_push_opts o = default_push_opts();
   {
     if (ordo_status s = read_struct(opts, &o, "ordo_push_opts")) return s;
-    if (o.next) {
-      return fail(ORDO_ERR_UNSUPPORTED, "%s: ordo_push_opts.next must be NULL", fn_name);
+    if (o.next || o.reserved0) {
+      return fail(ORDO_ERR_UNSUPPORTED, "%s: ordo_push_opts.%s must be %s", fn_name,
+                  o.next ? "next" : "reserved0", o.next ? "NULL" : "0");
     }
   }
   spec->free_fn = o.free_fn;
@@ -181,6 +191,23 @@ ORDO_API size_t ordo_last_error_copy(char* buf, size_t cap) {
   return copy_last_error(buf, cap);
 }
 
+ORDO_API size_t ordo_struct_size(int32_t kind) {
+  switch (kind) {
+    case ORDO_STRUCT_ENGINE_CONFIG:
+      return sizeof(ordo_engine_config);
+    case ORDO_STRUCT_STATS:
+      return sizeof(ordo_stats);
+    case ORDO_STRUCT_QUEUE_STATS:
+      return sizeof(ordo_queue_stats);
+    case ORDO_STRUCT_PUSH_OPTS:
+      return sizeof(ordo_push_opts);
+    case ORDO_STRUCT_EXEC_INFO:
+      return sizeof(ordo_exec_info);
+    default:
+      return 0;
+  }
+}
+
 // ---- engine ------------------------------------------------------------------------------------
 
 ORDO_API void ordo_engine_config_init_sized(ordo_engine_config* cfg, size_t size) {
@@ -195,6 +222,7 @@ ORDO_API ordo_status ordo_engine_create(const ordo_engine_config* cfg, ordo_engi
     if (cfg) {
       if (ordo_status s = read_struct(cfg, &c, "ordo_engine_config")) return s;
       if (c.next) return fail(ORDO_ERR_UNSUPPORTED, "ordo_engine_config.next must be NULL");
+      if (c.reserved0) return fail(ORDO_ERR_UNSUPPORTED, "ordo_engine_config.reserved0 must be 0");
       if (c.flags & ~ORDO_ENGINE_FLAG_PUSHERS_HELP) {
         return fail(ORDO_ERR_UNSUPPORTED,
                     "ordo_engine_config.flags=0x%x: only ORDO_ENGINE_FLAG_PUSHERS_HELP (0x%x) is "
@@ -400,6 +428,7 @@ ORDO_API ordo_status ordo_exec_defer(ordo_exec* exec, ordo_completion* out) {
                   "ordo_exec_defer: exec is not the op running on this thread (an exec is valid "
                   "only inside its own callback)");
     }
+    if (ordo_status s = check_op_engine(op)) return s;
     return op->engine->defer(op, out);
   });
 }
@@ -409,6 +438,9 @@ ORDO_API ordo_status ordo_complete(ordo_completion c, int32_t code, const char* 
     if (ordo_status s = check_handle_kind(c, HandleKind::kCompletion)) return s;
     HandleBits b = HandleBits::decode(c);
     EngineSlot* slot = b.kind == HandleKind::kCompletion ? slot_for_tag(b.tag) : nullptr;
+    if (slot && !made_here(slot) && slot->engine.load(std::memory_order_acquire)) {
+      return inherited_engine(slot);
+    }
     Engine* engine = slot ? pin_engine(slot) : nullptr;
     if (!engine) {
       return fail(ORDO_ERR_INVALID_HANDLE,
@@ -435,6 +467,7 @@ ORDO_API ordo_status ordo_exec_get_info(const ordo_exec* exec, ordo_exec_info* i
       return fail(ORDO_ERR_INVALID_STATE,
                   "ordo_exec_get_info: exec is not the op running on this thread");
     }
+    if (ordo_status s = check_op_engine(op)) return s;
     Worker* w = running_worker();
     ordo_exec_info v;
     std::memset(&v, 0, sizeof v);
@@ -475,6 +508,14 @@ ORDO_API ordo_status ordo_wait_for_all(ordo_engine* e) {
 ORDO_API ordo_status ordo_wait_for_all_timeout(ordo_engine* e, uint64_t timeout_ns) {
   return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
     return engine->wait_for_all(&timeout_ns);
+  });
+}
+
+ORDO_API ordo_status ordo_wait_for_var_async(ordo_engine* e, ordo_var v, ordo_wait_fn fn,
+                                             void* user_data) {
+  return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
+    if (!fn) return null_arg(api, "fn");
+    return engine->wait_for_var_async(v, fn, user_data);
   });
 }
 

@@ -1,5 +1,7 @@
 #include "api/engine_registry.h"
 
+#include <unistd.h>
+
 #include <mutex>
 #include <new>
 
@@ -14,6 +16,11 @@ namespace {
 
 std::mutex g_create_mutex;  // engine creation only
 uint32_t g_cursor = 0;
+
+// The create lock is held across fork(), so that a child never inherits it locked by a thread
+// that does not exist there (engines created in the child must work).
+const bool g_fork_handlers = on_fork([] { g_create_mutex.lock(); }, [] { g_create_mutex.unlock(); },
+                                     [] { g_create_mutex.unlock(); });
 
 uint32_t tag_of(const EngineSlot* s) {
   return static_cast<uint32_t>(s - g_engine_slots) + 1;
@@ -43,6 +50,17 @@ EngineSlot* reserve_slot() {
 // last reference to the one inside an op.
 ordo_status drop_reference(EngineSlot* s, Engine* engine) {
   int32_t r = s->refs.load(std::memory_order_acquire);
+  if (!made_here(s)) {
+    // An engine inherited through fork(): its threads are the parent's, so there is nothing to
+    // drain or join here, and its memory (locks other threads held, ops they ran) is left as it
+    // is: the last reference only makes the handle invalid. No caller code of it runs.
+    do {
+      if (r <= 0) {
+        return fail(ORDO_ERR_INVALID_HANDLE, "engine %p has been released", static_cast<void*>(s));
+      }
+    } while (!s->refs.compare_exchange_weak(r, r - 1, std::memory_order_acq_rel));
+    return ORDO_OK;
+  }
   for (;;) {
     if (r <= 0) {
       return fail(ORDO_ERR_INVALID_HANDLE, "engine %p has been released", static_cast<void*>(s));
@@ -76,7 +94,7 @@ namespace {
 // its tag: installed when the library loads, before any engine can exist.
 Engine* pin_by_tag(uint32_t tag) {
   EngineSlot* slot = slot_for_tag(tag);
-  return slot ? pin_engine(slot) : nullptr;
+  return slot && made_here(slot) ? pin_engine(slot) : nullptr;
 }
 void unpin_by_tag(uint32_t tag) {
   unpin_engine(slot_for_tag(tag));
@@ -97,6 +115,15 @@ ordo_status bad_engine_handle(ordo_engine* e) {
               "engine %p has been destroyed and its last reference released", (void*)e);
 }
 
+ordo_status inherited_engine(const EngineSlot* s) {
+  return fail(ORDO_ERR_INVALID_STATE,
+              "engine %p was created by process %d before a fork(); in this process (%d) it has no "
+              "threads and cannot be used: create an engine here (ordo_engine_destroy and "
+              "ordo_engine_release still let go of its handle)",
+              static_cast<const void*>(s), static_cast<int>(s->creator_pid.load()),
+              static_cast<int>(getpid()));
+}
+
 EngineSlot* slot_for_tag(uint32_t tag) {
   return (tag >= 1 && tag <= kMaxEngines) ? &g_engine_slots[tag - 1] : nullptr;
 }
@@ -113,6 +140,8 @@ ordo_status create_engine(const EngineConfig& cfg, ordo_engine** out) {
     return st;
   }
   s->creator_ref.store(true, std::memory_order_relaxed);
+  s->fork_gen.store(fork_generation(), std::memory_order_relaxed);
+  s->creator_pid.store(static_cast<int32_t>(getpid()), std::memory_order_relaxed);
   s->engine.store(engine, std::memory_order_release);
   *out = reinterpret_cast<ordo_engine*>(s);
   return ORDO_OK;
@@ -122,7 +151,7 @@ ordo_status destroy_engine(ordo_engine* e) {
   Engine* engine;
   EngineSlot* s;
   if (ordo_status st = resolve_engine(e, &engine, &s)) return st;
-  if (engine->called_from_inside()) {
+  if (made_here(s) && engine->called_from_inside()) {
     return fail(ORDO_ERR_WOULD_DEADLOCK,
                 "ordo_engine_destroy called from inside an op of the same engine would wait for "
                 "itself; nothing was done");
@@ -130,7 +159,7 @@ ordo_status destroy_engine(ordo_engine* e) {
   if (!s->creator_ref.exchange(false, std::memory_order_acq_rel)) {
     return fail(ORDO_ERR_SHUTDOWN, "ordo_engine_destroy: the engine was already destroyed");
   }
-  engine->shutdown();
+  if (made_here(s)) engine->shutdown();
   return drop_reference(s, engine);  // not from inside an op: checked above
 }
 

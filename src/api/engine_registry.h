@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "base/fork_guard.h"
 #include "engine/engine.h"
 #include "ordo/ordo.h"
 
@@ -29,6 +30,10 @@ struct alignas(32) EngineSlot {
   std::atomic<int32_t> refs{0};  // 0: released (or free)
   std::atomic<int32_t> pins{0};  // 0: free; the engine is deleted as it drops to 0
   std::atomic<bool> creator_ref{false};
+  // The fork generation (base/fork_guard.h) and process the engine was created in; set before
+  // `engine` is published.
+  std::atomic<uint32_t> fork_gen{0};
+  std::atomic<int32_t> creator_pid{0};
 };
 static_assert(sizeof(EngineSlot) == 32, "slot_of() divides by a power of two");
 
@@ -65,6 +70,15 @@ inline ordo_status resolve_engine(ordo_engine* e, Engine** out, EngineSlot** slo
   if (slot_out) *slot_out = nullptr;
   return bad_engine_handle(e);
 }
+// True when the slot's engine was created in this process, not inherited through fork(): its
+// threads exist. One relaxed load when the process never forked.
+inline bool made_here(const EngineSlot* s) {
+  const uint32_t g = fork_generation();
+  return __builtin_expect(g == 0, 1) || s->fork_gen.load(std::memory_order_relaxed) == g;
+}
+// Why an engine inherited through fork() refuses a call: INVALID_STATE, with the message.
+ordo_status inherited_engine(const EngineSlot* s);
+
 // The slot for a handle tag (1-based), or nullptr.
 EngineSlot* slot_for_tag(uint32_t tag);
 

@@ -1,5 +1,8 @@
-// The thread-local "last error" message behind ordo_last_error_message(). A fixed buffer, so
-// recording an error never allocates or throws.
+// The thread-local "last error" message behind ordo_last_error_message(). Each thread's buffer
+// is allocated on its first error and freed when it exits (a pthread key), not kept in static
+// TLS: libordo.so's static TLS is what a dlopen must find room for in glibc's small surplus
+// (see base/hot_tls.h). Recording an error never throws: without memory for the buffer the
+// message is replaced by a fixed one that says so.
 #pragma once
 
 #include <cstddef>
@@ -31,7 +34,8 @@ class KeepLastError {
   KeepLastError& operator=(const KeepLastError&) = delete;
 
  private:
-  char saved_[kLastErrorMax];
+  char* saved_;  // nullptr: there was no message (or no memory to keep it)
+  bool lost_;
 };
 
 }  // namespace ordo

@@ -69,6 +69,7 @@ enum class OpKind : uint8_t {
   kWaitSignal,  // ordo_wait_for_var: its wait mark (var_slot.h), a read; wakes the waiter
   kClearError,  // ordo_var_clear_error: a writer that clears the var's error
   kDeleteVar,   // ordo_var_delete: a writer after which the var slot is reclaimed
+  kAsyncWait,   // ordo_wait_for_var_async: a writer with no callback; then calls the caller's fn
 };
 
 // Laid out by who touches what, because a block is written by the pushing thread and read by a
@@ -87,9 +88,9 @@ struct alignas(64) OpBlock {
   ordo_fn fn;
   void* user_data;
   ordo_free_fn free_fn;
-  WorkerGroup* group;         // nullptr: runs inline on the thread that makes it ready
-  void* internal;             // Waiter* (kWaitSignal) or PreparedOp* (kPrepared)
-  OpBlock* next;              // pool free list, ready chain, or a ready queue's overflow list
+  WorkerGroup* group;  // nullptr: runs inline on the thread that makes it ready
+  void* internal;      // Waiter* (kWaitSignal), AsyncWait* (kAsyncWait) or PreparedOp* (kPrepared)
+  OpBlock* next;       // pool free list, ready chain, or a ready queue's overflow list
   std::atomic<int32_t> wait;  // var grants still missing
   int32_t priority;
   uint16_t num_links;

@@ -804,6 +804,9 @@ void Engine::execute(OpBlock* op, Worker* self) {
     case OpKind::kWaitSignal:
       waits_.run_mark(op, self);
       return;
+    case OpKind::kAsyncWait:
+      run_async_wait(op, self);
+      return;
     case OpKind::kClearError:
     case OpKind::kDeleteVar:
       internal_completed_.fetch_add(1, std::memory_order_relaxed);

@@ -110,6 +110,8 @@ class Engine final : public WorkerHost {
   // --- waiting ---
   ordo_status wait_for_var(ordo_var v, const uint64_t* timeout_ns);
   ordo_status wait_for_all(const uint64_t* timeout_ns);
+  // ordo_wait_for_var_async (engine/async_wait.cpp).
+  ordo_status wait_for_var_async(ordo_var v, ordo_wait_fn fn, void* user_data);
 
   // --- diagnostics ---
   // Writes every pending op (oldest first: state, how long, vars) and every var that waits hang
@@ -162,6 +164,8 @@ class Engine final : public WorkerHost {
   // rings (`ring_hint` picks one), or run inline.
   void dispatch(OpBlock* op, Worker* self, size_t ring_hint);
   void run_inline(OpBlock* op);
+  // An ordo_wait_for_var_async's op has its turn (engine/async_wait.cpp).
+  void run_async_wait(OpBlock* op, Worker* self);
   void record_failure(ErrorRecord* r);
   CompletionSite completion_site(Worker* self) const;
   void note_completed(const CompletionSite& at);

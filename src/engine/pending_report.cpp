@@ -78,6 +78,8 @@ const char* kind_text(OpKind k) {
       return "ordo_var_clear_error";
     case OpKind::kDeleteVar:
       return "ordo_var_delete";
+    case OpKind::kAsyncWait:
+      return "ordo_wait_for_var_async";
   }
   return "op";
 }
