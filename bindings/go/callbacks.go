@@ -40,6 +40,19 @@ func goOrdoRun(handle C.uintptr_t, exec C.uintptr_t) C.int32_t {
 //export goOrdoFree
 func goOrdoFree(handle C.uintptr_t) { cgo.Handle(handle).Delete() }
 
+//export goOrdoWaitDone
+func goOrdoWaitDone(handle C.uintptr_t, status C.ordo_status, code C.int32_t, msg *C.char) {
+	h := cgo.Handle(handle)
+	ch := h.Value().(chan error)
+	h.Delete()
+	var err error
+	if status != C.ORDO_OK {
+		err = &Error{Code: Status(status), OpCode: int32(code), Message: C.GoString(msg)}
+	}
+	ch <- err // buffered: never blocks the engine thread
+	close(ch)
+}
+
 // call runs the op's function; a panic fails the op with the panic's value as its message.
 func (x *Exec) call() (err error) {
 	defer func() {

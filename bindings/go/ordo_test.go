@@ -334,15 +334,75 @@ func TestWaitAsync(t *testing.T) {
 	if err := e.WaitContext(context.Background(), v); err != nil {
 		t.Fatalf("WaitContext: %v", err)
 	}
-	// A failure arrives through the channel too.
-	mustPush(t, e, func(*ordo.Exec) error { return errors.New("nope") }, nil, vars(v))
+	// A failure arrives through the channel too, with the op's message.
+	mustPush(t, e, func(*ordo.Exec) error { return errors.New("nope") }, nil, vars(v),
+		ordo.WithName("failing"))
 	select {
 	case err := <-e.WaitAsync(v):
-		if !errors.Is(err, ordo.ErrOpFailed) {
-			t.Fatalf("WaitAsync = %v, want ErrOpFailed", err)
+		var oe *ordo.Error
+		if !errors.Is(err, ordo.ErrOpFailed) || !errors.As(err, &oe) || oe.OpCode != ordo.DefaultOpCode ||
+			!strings.Contains(oe.Message, "'failing'") || !strings.Contains(oe.Message, "nope") {
+			t.Fatalf("WaitAsync = %v, want ErrOpFailed from 'failing'", err)
 		}
 	case <-time.After(patience):
 		t.Fatal("WaitAsync never delivered")
+	}
+	// Nothing pending: the result is there when WaitAsync returns; then the channel is closed.
+	if err := v.ClearError(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Wait(v); err != nil {
+		t.Fatal(err)
+	}
+	ch = e.WaitAsync(v)
+	select {
+	case err, ok := <-ch:
+		if err != nil || !ok {
+			t.Fatalf("WaitAsync on a settled var = %v, %v", err, ok)
+		}
+	default:
+		t.Fatal("WaitAsync on a settled var had no result at once")
+	}
+	if _, ok := <-ch; ok {
+		t.Fatal("the channel was not closed")
+	}
+	// A wait that cannot be queued reports why on the channel.
+	if err := v.Delete(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-e.WaitAsync(v); !errors.Is(err, ordo.ErrInvalidHandle) {
+		t.Fatalf("WaitAsync on a deleted var = %v", err)
+	}
+}
+
+// WaitAsync from many goroutines while ops run: every channel delivers once.
+func TestWaitAsyncMany(t *testing.T) {
+	e := newEngine(t, ordo.WithWorkers(2))
+	vs := []*ordo.Var{newVar(t, e), newVar(t, e), newVar(t, e)}
+	var wg sync.WaitGroup
+	var got int32
+	for g := 0; g < 4; g++ {
+		g := g
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				v := vs[(g+i)%len(vs)]
+				if err := e.Push(func(*ordo.Exec) error { return nil }, nil, vars(v)); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := <-e.WaitAsync(v); err != nil {
+					t.Error(err)
+					return
+				}
+				atomic.AddInt32(&got, 1)
+			}
+		}()
+	}
+	wg.Wait()
+	if got != 800 {
+		t.Fatalf("%d waits delivered, want 800", got)
 	}
 }
 
@@ -421,6 +481,9 @@ func TestHandlesAndClose(t *testing.T) {
 	}
 	if err := e.Wait(w); !errors.Is(err, ordo.ErrShutdown) {
 		t.Fatalf("Wait after Close = %v", err)
+	}
+	if err := <-e.WaitAsync(w); !errors.Is(err, ordo.ErrShutdown) {
+		t.Fatalf("WaitAsync after Close = %v", err)
 	}
 	if ordo.StatusTimeout.String() != "ORDO_ERR_TIMEOUT" || ordo.Version() == "" {
 		t.Fatalf("Status.String / Version: %q %q", ordo.StatusTimeout, ordo.Version())
@@ -585,3 +648,30 @@ func TestExitHelper(t *testing.T) {
 }
 
 var keep *ordo.Completion
+
+// Engines and vars dropped without Close or Delete are released by their finalizers (an engine
+// still running ops is drained first) without disturbing anything else.
+func TestDroppedEnginesAreFinalized(t *testing.T) {
+	var ran int32
+	for i := 0; i < 20; i++ {
+		e, err := ordo.NewEngine(ordo.WithWorkers(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _ := e.NewVar()
+		_ = e.Push(func(*ordo.Exec) error { time.Sleep(time.Millisecond); atomic.AddInt32(&ran, 1); return nil },
+			nil, vars(v))
+	}
+	deadline := time.Now().Add(patience)
+	for atomic.LoadInt32(&ran) != 20 && time.Now().Before(deadline) {
+		runtime.GC()
+		time.Sleep(5 * time.Millisecond)
+	}
+	if ran != 20 {
+		t.Fatalf("%d of 20 ops ran", ran)
+	}
+	for i := 0; i < 5; i++ {
+		runtime.GC()
+		time.Sleep(5 * time.Millisecond)
+	}
+}

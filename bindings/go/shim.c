@@ -160,3 +160,36 @@ ordo_go_ret ordo_go_stats(uintptr_t e, ordo_stats* out) {
   out->struct_size = (uint32_t)sizeof *out;
   return result(ordo_engine_stats(engine(e), out));
 }
+
+/* user_data of an asynchronous wait. */
+typedef struct go_wait {
+  uintptr_t handle;
+  ordo_engine* engine;
+  ordo_var var;
+} go_wait;
+
+static void go_wait_done(void* user_data, ordo_status status) {
+  go_wait* w = (go_wait*)user_data;
+  int32_t code = 0;
+  char msg[1024];
+  msg[0] = '\0';
+  if (status == ORDO_ERR_OP_FAILED)
+    (void)ordo_var_get_error(w->engine, w->var, &code, msg, sizeof msg);
+  uintptr_t h = w->handle;
+  free(w);
+  goOrdoWaitDone(h, status, code, msg);
+}
+
+ordo_go_ret ordo_go_wait_async(uintptr_t e, ordo_var v, uintptr_t h) {
+  go_wait* w = (go_wait*)malloc(sizeof *w);
+  if (w == NULL) {
+    ordo_go_ret r = {ORDO_ERR_NO_MEMORY, 0, 0, NULL};
+    return r;
+  }
+  w->handle = h;
+  w->engine = engine(e);
+  w->var = v;
+  ordo_status s = ordo_wait_for_var_async(engine(e), v, go_wait_done, w);
+  if (s != ORDO_OK) free(w); /* fn is never called */
+  return result(s);
+}

@@ -43,5 +43,9 @@ ordo_go_ret ordo_go_fail_running(uintptr_t exec, int32_t code, const char* msg);
 /* Reads v's error state now: code (0 = none) and, when set, its message. */
 ordo_go_ret ordo_go_var_error(uintptr_t e, ordo_var v);
 ordo_go_ret ordo_go_stats(uintptr_t e, ordo_stats* out);
+/* ordo_wait_for_var_async whose callback hands the status, the failing op's code and message
+ * (read with ordo_var_get_error on the thread that settles the wait) to the Go function behind
+ * cgo.Handle h. On failure the handle is still the caller's to delete. */
+ordo_go_ret ordo_go_wait_async(uintptr_t e, ordo_var v, uintptr_t h);
 
 #endif
