@@ -113,6 +113,9 @@ section "the suite under ASan+UBSan (Criterion) and TSan (Criterion shim), in $b
 # builds two configurations from scratch on a fresh machine, then runs the suite in each
 run 2400 bash "$here/run_sanitizers.sh" "$build"
 
+section "Julia binding's C half (no Julia here): Ordo.jl/deps driven from C, ASan+UBSan, TSan"
+run 120 bash "$here/run_julia_shim.sh" "$build"
+
 section "the suite under valgrind memcheck (Criterion shim)"
 run 1800 bash "$here/run_valgrind.sh" "$build"
 
