@@ -366,7 +366,9 @@ function start_call(e::Engine, what::Int32, h::UInt64, timeout)
         e.calls[i] = ch
         i
     end
-    ns = timeout === nothing ? typemax(UInt64) : UInt64(round(max(0.0, Float64(timeout)) * 1e9))
+    # seconds to ns; past 2^60 ns ordo means no timeout anyway
+    ns = timeout === nothing ? typemax(UInt64) :
+         UInt64(min(round(max(0.0, Float64(timeout)) * 1e9), 2.0^61))
     buf = msgbuf()
     st = ccall((:ordo_jl_start, libordo_jl), Int32,
                (Ptr{Cvoid}, UInt64, Int32, Ptr{Cvoid}, UInt64, UInt64, Ptr{UInt8}, Csize_t),
@@ -424,11 +426,12 @@ joins the workers. Later pushes throw `SHUTDOWN`. Do not call it from inside an 
 function Base.close(e::Engine)
     get(task_local_storage(), :ordo_engine, nothing) === e &&
         throw(OrdoError(WOULD_DEADLOCK, 0, "close: called from inside an op of this engine"))
-    lock(e.lock) do
-        e.closed && return false
+    first = lock(e.lock) do
+        was = e.closed
         e.closed = true
-        true
-    end || return nothing
+        !was
+    end
+    first || return nothing
     ch = start_call(e, CALL_DESTROY, UInt64(0), nothing)
     st, _, text = take!(ch)
     # Every op has finished. No event can be queued any more after hub_close; answer the waits
