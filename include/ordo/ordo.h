@@ -33,8 +33,24 @@
  *    a pusher helping under ORDO_ENGINE_FLAG_PUSHERS_HELP); its free_fn runs right after the op
  *    finished, on the thread that finished it (the one that ran or skipped it, or the one that
  *    called ordo_complete for a deferred op); a prepared op's free_fn as ordo_opr_new says; an
- *    ordo_wait_fn as ordo_wait_for_var_async says. No caller code ever runs on a thread of its
- *    own making except these, and never from a signal handler.
+ *    ordo_wait_fn as ordo_wait_for_var_async says (for a thread ended inside caller code, see
+ *    the next point). ordo never calls caller code from a signal handler.
+ *  - Caller code called by ordo (callbacks, free_fns, ordo_wait_fns) must return normally. A C++
+ *    exception escaping it is caught (a callback's op then fails). longjmp, siglongjmp, or a
+ *    coroutine or fiber switch that never comes back, out of caller code is forbidden: it skips
+ *    ordo's bookkeeping for the op and leaves the engine and the thread unusable (ops hang;
+ *    undefined behaviour). A forced unwind (pthread_exit or pthread_cancel on that thread, as
+ *    Python does to a thread that wants the GIL while the interpreter exits) passes through
+ *    ordo and goes on ending the thread: ordo first fails the op (ORDO_ERR_OP_FAILED, "the
+ *    callback's thread exited"; an op that had deferred waits for its ordo_complete as usual;
+ *    a free_fn's op completes as it was going to), releases its vars and wakes its waiters, so
+ *    nothing hangs and nothing aborts. On its way out the thread runs no more caller code (a
+ *    second forced unwind during the first would abort the process): ops it would have run
+ *    inline next (the naive engine, ORDO_PROP_ASYNC) fail without being called ("not run"),
+ *    and the free_fns and ordo_wait_fns it would have called are queued, to run on the next
+ *    thread that calls an ordo wait (ordo_wait_for_var*, ordo_wait_for_all*,
+ *    ordo_wait_for_var_async), ordo_engine_destroy or ordo_engine_release, or on the worker that
+ *    replaces the ended one: a worker thread so ended is replaced by a new one.
  *  - Fork: an engine belongs to the process that created it (its worker threads do not survive
  *    fork()). In a child of fork(), every call naming an engine the parent created (or a var,
  *    completion, prepared op or exec of one) returns ORDO_ERR_INVALID_STATE ("created ... before
@@ -119,7 +135,9 @@ typedef int32_t ordo_status;
  * ORDO_PROP_ASYNC ops). Returns 0 for success or any non-zero user code for failure; the code is
  * recorded unchanged in the error state of the vars the op mutates. After ordo_exec_defer() the
  * return value is ignored and the op completes through ordo_complete(). The callback must not
- * unwind (a C++ exception escaping it is caught and counted as a failure, code ORDO_ERR_OP_FAILED).
+ * unwind (a C++ exception escaping it is caught and counted as a failure, code ORDO_ERR_OP_FAILED;
+ * a forced unwind fails the op and goes on, and longjmp out of it is forbidden: see the
+ * conventions above).
  */
 typedef int32_t (*ordo_fn)(ordo_exec* exec, void* user_data);
 /** Releases an op's user_data. Called exactly once per successful push (see ordo_push_opts),

@@ -1,5 +1,7 @@
 // The exported C functions: argument checks, struct versioning, the exception barrier, and a
 // call into the engine. Nothing here knows how dependencies are tracked.
+#include <cxxabi.h>
+
 #include <cinttypes>
 #include <cstring>
 #include <exception>
@@ -10,6 +12,7 @@
 #include "base/last_error.h"
 #include "core/handle_bits.h"
 #include "device/device_count.h"
+#include "engine/deferred_calls.h"
 #include "engine/engine.h"
 #include "ordo/ordo.h"
 
@@ -18,13 +21,18 @@ using namespace ordo;
 namespace {
 
 // No C++ exception crosses the C ABI. `body` gets the public function's name for its messages:
-// inside a lambda, __func__ is "operator()".
+// inside a lambda, __func__ is "operator()". A forced unwind (pthread_exit or cancellation in a
+// callback this call ran inline) is no exception of ordo's: the engine has finished the op, and
+// it goes on to end the thread (swallowed, glibc would abort the process). Hence no noexcept:
+// a forced unwind reaching a noexcept frame calls std::terminate.
 template <class F>
-ordo_status guarded(const char* fn_name, F&& body) noexcept {
+ordo_status guarded(const char* fn_name, F&& body) {
   try {
     ordo_status s = body(fn_name);
     if (__builtin_expect(s != ORDO_OK, 0)) name_the_call(fn_name, s);
     return s;
+  } catch (abi::__forced_unwind&) {
+    throw;
   } catch (const std::bad_alloc&) {
     return fail(ORDO_ERR_NO_MEMORY, "%s: out of memory", fn_name);
   } catch (const std::exception& ex) {
@@ -39,7 +47,7 @@ ordo_status guarded(const char* fn_name, F&& body) noexcept {
 // whose engine is gone, INVALID_STATE for one created before a fork() this process came
 // from), then `body(engine, fn_name)`.
 template <class F>
-ordo_status with_engine(const char* fn_name, ordo_engine* e, F&& body) noexcept {
+ordo_status with_engine(const char* fn_name, ordo_engine* e, F&& body) {
   return guarded(fn_name, [&](const char* api) -> ordo_status {
     Engine* engine;
     if (ordo_status s = resolve_engine(e, &engine)) return s;
@@ -237,7 +245,12 @@ ORDO_API ordo_status ordo_engine_create(const ordo_engine_config* cfg, ordo_engi
 }
 
 ORDO_API ordo_status ordo_engine_destroy(ordo_engine* e) {
-  return guarded(__func__, [&](const char*) { return destroy_engine(e); });
+  return guarded(__func__, [&](const char*) {
+    run_deferred_calls();
+    ordo_status s = destroy_engine(e);
+    run_deferred_calls();  // what threads that exited during the drain left (deferred_calls.h)
+    return s;
+  });
 }
 
 ORDO_API ordo_status ordo_engine_retain(ordo_engine* e) {
@@ -245,7 +258,12 @@ ORDO_API ordo_status ordo_engine_retain(ordo_engine* e) {
 }
 
 ORDO_API ordo_status ordo_engine_release(ordo_engine* e) {
-  return guarded(__func__, [&](const char*) { return release_engine(e); });
+  return guarded(__func__, [&](const char*) {
+    run_deferred_calls();
+    ordo_status s = release_engine(e);
+    run_deferred_calls();
+    return s;
+  });
 }
 
 ORDO_API ordo_status ordo_engine_get_config(ordo_engine* e, ordo_engine_config* out) {
@@ -448,9 +466,12 @@ ORDO_API ordo_status ordo_complete(ordo_completion c, int32_t code, const char* 
     }
     // The pin keeps the engine's memory while this thread finishes the op, even if the owner
     // destroys it the moment the op completes; it never makes this thread the one to drain.
-    ordo_status s = engine->complete(b.gen, b.index, code, message);
-    unpin_engine(slot);
-    return s;
+    // Dropped by a destructor: a free_fn may end the thread with a forced unwind.
+    struct Unpin {
+      EngineSlot* slot;
+      ~Unpin() { unpin_engine(slot); }
+    } unpin{slot};
+    return engine->complete(b.gen, b.index, code, message);
   });
 }
 
@@ -489,24 +510,28 @@ ORDO_API ordo_status ordo_exec_get_info(const ordo_exec* exec, ordo_exec_info* i
 
 ORDO_API ordo_status ordo_wait_for_var(ordo_engine* e, ordo_var v) {
   return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
+    run_deferred_calls();
     return engine->wait_for_var(v, nullptr);
   });
 }
 
 ORDO_API ordo_status ordo_wait_for_var_timeout(ordo_engine* e, ordo_var v, uint64_t timeout_ns) {
   return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
+    run_deferred_calls();
     return engine->wait_for_var(v, &timeout_ns);
   });
 }
 
 ORDO_API ordo_status ordo_wait_for_all(ordo_engine* e) {
   return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
+    run_deferred_calls();
     return engine->wait_for_all(nullptr);
   });
 }
 
 ORDO_API ordo_status ordo_wait_for_all_timeout(ordo_engine* e, uint64_t timeout_ns) {
   return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
+    run_deferred_calls();
     return engine->wait_for_all(&timeout_ns);
   });
 }
@@ -515,6 +540,7 @@ ORDO_API ordo_status ordo_wait_for_var_async(ordo_engine* e, ordo_var v, ordo_wa
                                              void* user_data) {
   return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
     if (!fn) return null_arg(api, "fn");
+    run_deferred_calls();
     return engine->wait_for_var_async(v, fn, user_data);
   });
 }

@@ -80,9 +80,13 @@ ordo_status drop_reference(EngineSlot* s, Engine* engine) {
     if (s->refs.compare_exchange_weak(r, r - 1, std::memory_order_acq_rel)) return ORDO_OK;
   }
   // Here, not when the last pin goes (possibly on a thread that only completed a stale handle,
-  // or one that is exiting): the free_fns run on the thread that released the engine.
+  // or one that is exiting): the free_fns run on the thread that released the engine. The pin
+  // goes in a destructor: a free_fn may end the thread with a forced unwind.
+  struct Unpin {
+    EngineSlot* slot;
+    ~Unpin() { unpin_engine(slot); }
+  } unpin{s};
   engine->free_prepared_ops();
-  unpin_engine(s);
   return ORDO_OK;
 }
 

@@ -1,5 +1,6 @@
 #include "engine/engine.h"
 
+#include <cxxabi.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "core/error_record.h"
 #include "core/exec_token.h"
 #include "core/handle_bits.h"
+#include "engine/deferred_calls.h"
 #include "engine/lane_cache.h"
 #include "engine/pending_report.h"
 #include "engine/test_seams.h"
@@ -93,6 +95,9 @@ __attribute__((always_inline)) inline ErrorRecord* call_user(OpBlock* op) {
   bool threw = false;
   try {
     code = op->fn(exec_of_token(token), op->user_data);
+  } catch (abi::__forced_unwind&) {
+    tls_running = outer;
+    throw;  // the thread is ending (pthread_exit, cancellation): run_user_op finishes the op
   } catch (...) {
     threw = true;
   }
@@ -242,6 +247,13 @@ Worker* Engine::current_worker() const {
 
 void Engine::enter_worker(Worker* w) {
   tls_worker = w;
+  if (w->entered) {
+    // The worker replaces one whose thread a callback ended (WorkerGroup::run): it keeps the
+    // lane and trace row, and first runs the caller code that thread could not.
+    run_deferred_calls();
+    return;
+  }
+  w->entered = true;
   // Lanes below first_external_lane_ are the workers' (one per worker thread the config asks
   // for); a worker without one counts through the shared paths.
   uint32_t i = next_worker_lane_.fetch_add(1, std::memory_order_relaxed);
@@ -418,12 +430,19 @@ void Engine::wait_for_window(int64_t low) {
 // run_on_pusher, run_inline_on_pusher), and a helped op runs inside one.
 template <class F>
 void Engine::as_helper(PushLane* lane, F&& run) {
-  Helper helper{this, lane, 0};
-  Helper* const outer = tls_helper;
-  tls_helper = &helper;
+  // Undone by a destructor: a callback run here may end the thread with a forced unwind, and
+  // the completions it counted must still be announced.
+  struct Scope {
+    Engine* engine;
+    Helper helper;
+    Helper* outer;
+    ~Scope() {
+      tls_helper = outer;
+      engine->announce_batch(&helper.unflushed);
+    }
+  } scope{this, Helper{this, lane, 0}, tls_helper};
+  tls_helper = &scope.helper;
   run();
-  tls_helper = outer;
-  announce_batch(&helper.unflushed);
 }
 
 // ORDO_ENGINE_FLAG_PUSHERS_HELP: a throttled pusher runs ready ops of the normal CPU group
@@ -840,7 +859,13 @@ void Engine::run_user_op(OpBlock* op, Worker* self) {
     finalize(op, ErrorRecord::retain(inherited), self);  // skipped: passes the error on
     return;
   }
-  ErrorRecord* failure = call_user(op);
+  ErrorRecord* failure;
+  try {
+    failure = call_user(op);
+  } catch (abi::__forced_unwind&) {
+    op_unwound(op, self);
+    throw;
+  }
   if (kTraced) {
     trace_op(op, self, start_ns,
              op->deferred ? TraceOutcome::kDeferred
@@ -890,7 +915,16 @@ void Engine::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
     failures_.fetch_add(1, std::memory_order_relaxed);
     record_failure(failure);
   }
-  release_user_data(op);  // before waiters can wake: a waiter then sees user_data released
+  try {
+    release_user_data(op);  // before waiters can wake: a waiter then sees user_data released
+  } catch (abi::__forced_unwind&) {
+    release_vars_unwound(op, failure, self);  // the free_fn ended its thread: finish the op
+    throw;
+  }
+  release_vars(op, failure, self);
+}
+
+void Engine::release_vars(OpBlock* op, ErrorRecord* failure, Worker* self) {
   OpBlock* ready = nullptr;
   OpBlock** ready_tail = &ready;
   auto chain_ready = [&](OpBlock* r) {
@@ -940,6 +974,8 @@ void Engine::release_user_data(OpBlock* op) {
   } else if (op->free_fn) {
     try {
       op->free_fn(op->user_data);
+    } catch (abi::__forced_unwind&) {
+      throw;  // the thread is ending: finalize() finishes the op first
     } catch (...) {
       // A throwing free_fn from a C++ caller must not take the worker down.
     }
@@ -973,11 +1009,29 @@ void Engine::run_inline(OpBlock* op) {
   q.head = q.tail = op;
   InlineQueue* outer = tls_inline;
   tls_inline = &q;
-  while (q.head) {
+  auto pop = [&q] {
     OpBlock* r = q.head;
     q.head = r->next;
     if (!q.head) q.tail = nullptr;
-    execute(r, current_worker());
+    return r;
+  };
+  // A thread inside a forced unwind runs no caller code (deferred_calls.h): what it would have
+  // run inline fails without being called.
+  const bool unwinding = in_forced_unwind();
+  try {
+    while (q.head) {
+      OpBlock* r = pop();
+      if (__builtin_expect(unwinding, 0)) {
+        skip_unwound(r);
+      } else {
+        execute(r, current_worker());
+      }
+    }
+  } catch (abi::__forced_unwind&) {
+    ForcedUnwindScope no_caller_code;
+    while (q.head) skip_unwound(pop());
+    tls_inline = outer;
+    throw;
   }
   tls_inline = outer;
 }

@@ -159,7 +159,15 @@ class Engine final : public WorkerHost {
   void fill(OpBlock* op, const OpSpec& spec, WorkerGroup* group);
   bool attach_links(OpBlock* op, size_t n);
   void finalize(OpBlock* op, ErrorRecord* failure, Worker* self);
+  // finalize() after the user data is released: the vars, the block, the ops made ready.
+  void release_vars(OpBlock* op, ErrorRecord* failure, Worker* self);
   void release_user_data(OpBlock* op);
+  // Forced unwinds through caller code (engine/forced_unwind.cpp): a callback's thread ended
+  // (pthread_exit, cancellation) and the op fails; a free_fn ended it and the op is finished;
+  // an op this thread was to run inline fails without being called.
+  void op_unwound(OpBlock* op, Worker* self);
+  void release_vars_unwound(OpBlock* op, ErrorRecord* failure, Worker* self);
+  void skip_unwound(OpBlock* op);
   // Hands a ready op on: kept by `self`, put on its deque, or queued on its group's ready
   // rings (`ring_hint` picks one), or run inline.
   void dispatch(OpBlock* op, Worker* self, size_t ring_hint);

@@ -1,8 +1,11 @@
 #include "engine/prepared.h"
 
+#include <cxxabi.h>
+
 #include <new>
 
 #include "core/handle_bits.h"
+#include "engine/deferred_calls.h"
 
 namespace ordo {
 
@@ -78,15 +81,26 @@ PreparedOp* PreparedTable::find(uint32_t index) const {
 }
 
 void PreparedTable::finish(PreparedOp* p) {
-  if (p->free_fn) {
+  ordo_free_fn free_fn = p->free_fn;
+  p->free_fn = nullptr;
+  if (free_fn && __builtin_expect(in_forced_unwind(), 0)) {
+    defer_free_fn(free_fn, p->user_data);  // this thread may run no caller code now
+  } else if (free_fn) {
     try {
-      p->free_fn(p->user_data);
+      free_fn(p->user_data);
+    } catch (abi::__forced_unwind&) {
+      // The free_fn ended its thread: recycle the slot all the same, then let the unwind go on.
+      recycle(p);
+      throw;
     } catch (...) {
       // As for a plain op's free_fn: a C++ caller's throw must not take a worker (or
       // ordo_opr_delete's caller, or destroy) down; the slot is recycled all the same.
     }
   }
-  p->free_fn = nullptr;
+  recycle(p);
+}
+
+void PreparedTable::recycle(PreparedOp* p) {
   p->refs.clear();
   std::lock_guard<std::mutex> g(mutex_);
   uint32_t next =
@@ -101,12 +115,25 @@ void PreparedTable::finish(PreparedOp* p) {
 }
 
 void PreparedTable::finish_all_live() {
-  for (uint32_t i = 0; i < next_index_; ++i) {
-    PreparedOp* p = find(i);
-    uint64_t s = p->state.load(std::memory_order_acquire);
-    if ((s & PreparedOp::kLive) == 0) continue;
-    bool last = false;
-    if (p->retire(static_cast<uint32_t>(s >> 40), &last) && last) finish(p);
+  uint32_t i = 0;
+  auto finish_from_i = [&] {
+    for (; i < next_index_; ++i) {
+      PreparedOp* p = find(i);
+      uint64_t s = p->state.load(std::memory_order_acquire);
+      if ((s & PreparedOp::kLive) == 0) continue;
+      bool last = false;
+      if (p->retire(static_cast<uint32_t>(s >> 40), &last) && last) finish(p);
+    }
+  };
+  try {
+    finish_from_i();
+  } catch (abi::__forced_unwind&) {
+    // A free_fn ended this thread (the one releasing the engine): the others are queued to run
+    // on the next thread that waits, destroys or releases (engine/deferred_calls.h).
+    ForcedUnwindScope no_caller_code;
+    ++i;
+    finish_from_i();
+    throw;
   }
 }
 

@@ -67,12 +67,16 @@ class PreparedTable {
   PreparedOp* allocate();
   uint32_t publish(PreparedOp* p);  // returns the live generation
   PreparedOp* find(uint32_t index) const;
-  // Runs free_fn and puts the slot back for reuse.
+  // Runs free_fn and puts the slot back for reuse. Inside a forced unwind (deferred_calls.h) the
+  // free_fn is queued instead.
   void finish(PreparedOp* p);
   // Engine teardown: finish every prepared op still holding its handle reference.
   void finish_all_live();
 
  private:
+  // Puts a finished slot back for reuse (its free_fn has run or is queued).
+  void recycle(PreparedOp* p);
+
   std::unique_ptr<std::atomic<PreparedOp*>[]> chunks_;
   std::mutex mutex_;
   uint32_t next_index_ = 0;

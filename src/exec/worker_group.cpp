@@ -1,5 +1,6 @@
 #include "exec/worker_group.h"
 
+#include <cxxabi.h>
 #include <pthread.h>
 #include <sched.h>
 
@@ -66,7 +67,7 @@ void WorkerGroup::stop_and_join() {
 int32_t WorkerGroup::running_threads() {
   if (stopping_.load(std::memory_order_acquire)) return 0;  // joined, or about to be
   std::lock_guard<std::mutex> g(start_mutex_);
-  return static_cast<int32_t>(threads_vec_.size());
+  return static_cast<int32_t>(threads_vec_.size()) - exited_.load(std::memory_order_relaxed);
 }
 
 uint64_t WorkerGroup::ready_depth() {
@@ -77,16 +78,68 @@ uint64_t WorkerGroup::ready_depth() {
 }
 
 void WorkerGroup::run(Worker* w) {
-  host_->enter_worker(w);
-  for (;;) {
-    OpBlock* op = w->next;
-    w->next = nullptr;
-    if (!op) op = find_work(w);
-    if (!op) op = wait_for_work(w);
-    if (!op) break;
-    host_->execute(op, w);
+  try {
+    host_->enter_worker(w);  // a replacement runs caller code there: inside the try
+    for (;;) {
+      OpBlock* op = w->next;
+      w->next = nullptr;
+      if (!op) op = find_work(w);
+      if (!op) op = wait_for_work(w);
+      if (!op) break;
+      host_->execute(op, w);
+    }
+  } catch (abi::__forced_unwind&) {
+    // Caller code ended this thread (pthread_exit, cancellation); the host has finished the op.
+    // The thread must go on ending, so another takes its place and its Worker (next op, deque,
+    // lane), unless the group is stopping.
+    host_->flush_completions(w);
+    replace(w);
+    throw;
   }
   host_->flush_completions(w);
+}
+
+// Starts a thread to take over worker `w`, whose own thread is ending. Never throws, never
+// blocks on stop_and_join (which holds start_mutex_ while it joins this very thread): it gives
+// up once the group is stopping, and the ops `w` held then go to the shared queue, where the
+// drain, which stops the group only when nothing is pending, has already seen them done.
+void WorkerGroup::replace(Worker* w) {
+  for (;;) {
+    if (stopping_.load(std::memory_order_acquire)) break;
+    std::unique_lock<std::mutex> lock(start_mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      sched_yield();
+      continue;
+    }
+    if (stopping_.load(std::memory_order_relaxed)) break;
+    // Counted under the lock, with the replacement: running_threads() never sees the gap.
+    exited_.fetch_add(1, std::memory_order_relaxed);
+    try {
+      threads_vec_.emplace_back([this, w] { run(w); });
+      char name[32];
+      std::snprintf(name, sizeof name, "ordo-%.4s-%d", role_, static_cast<int>(w->index % 1000));
+      name[15] = '\0';
+      pthread_setname_np(threads_vec_.back().native_handle(), name);
+      return;
+    } catch (...) {
+      // No thread: the group goes on with one fewer.
+      lock.unlock();
+      give_up_worker(w);
+      return;
+    }
+  }
+  exited_.fetch_add(1, std::memory_order_relaxed);
+  give_up_worker(w);
+}
+
+// A worker whose thread ended is not replaced: the op it kept for itself goes to the shared
+// queue (its deque is stolen from as before).
+void WorkerGroup::give_up_worker(Worker* w) {
+  if (OpBlock* op = w->next) {
+    w->next = nullptr;
+    queue_.push(op, static_cast<size_t>(w->index));
+    wake_one();
+  }
 }
 
 // Urgent (positive-priority) ops first, then this worker's own deque (newest first: its data is

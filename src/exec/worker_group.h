@@ -32,6 +32,7 @@ struct alignas(64) Worker {
   PushLane* lane = nullptr;      // counts the pushes this worker's ops make
   WorkDeque deque;               // ops this worker made ready; other workers of the group steal
   TraceBuffer* trace = nullptr;  // this worker's trace row; nullptr when tracing is off
+  bool entered = false;          // its host set it up (a replacement thread keeps what it set up)
 };
 
 class WorkerGroup {
@@ -79,6 +80,8 @@ class WorkerGroup {
  private:
   ordo_status start();
   void run(Worker* w);
+  void replace(Worker* w);
+  void give_up_worker(Worker* w);
   OpBlock* wait_for_work(Worker* w);
   OpBlock* search(Worker* w);
   // Wakes a sleeping worker for newly published work, unless a worker is searching: that one
@@ -101,6 +104,7 @@ class WorkerGroup {
   alignas(64) std::atomic<int32_t> searching_{0};  // workers spinning for work (not asleep)
   std::atomic<bool> started_{false};
   std::atomic<bool> stopping_{false};
+  std::atomic<int32_t> exited_{0};  // threads that caller code ended (see replace())
   std::mutex start_mutex_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<std::thread> threads_vec_;

@@ -1,0 +1,406 @@
+/*
+ * Forced unwinds through caller code: a callback (or free_fn, or ordo_wait_fn) that ends its
+ * thread with pthread_exit, or whose thread is cancelled, as Python does to a thread that wants
+ * the GIL while the interpreter exits. The unwind passes through ordo (no "FATAL: exception not
+ * rethrown" abort): the op fails with a message that says so, the thread exits, nothing hangs,
+ * ops the thread would have run inline next fail without being called, queued free_fns run on
+ * the next wait, and a worker thread so ended is replaced.
+ *
+ * Callbacks never assert: they record into atomics and the test thread asserts afterwards.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+
+#include "test_util.h"
+
+TestSuite(forced_unwind, .timeout = 60.0);
+
+#define EXIT_CODE ((void*)(intptr_t)0x5eed)
+
+static ordo_engine* make_engine(int32_t kind, int32_t threads) {
+  ordo_engine* e = NULL;
+  TU_ASSERT_ST(tu_engine_create(kind, threads, &e), ORDO_OK, tu_kind_name(kind));
+  return e;
+}
+
+static ordo_var new_var(ordo_engine* e) {
+  ordo_var v = 0;
+  TU_ASSERT_ST(ordo_var_new(e, &v), ORDO_OK, "var");
+  return v;
+}
+
+static atomic_int g_frees;
+static atomic_int g_calls;
+
+static void count_free(void* ud) {
+  (void)ud;
+  atomic_fetch_add(&g_frees, 1);
+}
+
+static int32_t exit_thread(ordo_exec* exec, void* ud) {
+  (void)exec;
+  (void)ud;
+  atomic_fetch_add(&g_calls, 1);
+  pthread_exit(EXIT_CODE);
+  return 0;
+}
+
+static int32_t count_call(ordo_exec* exec, void* ud) {
+  (void)exec;
+  atomic_fetch_add((atomic_int*)ud, 1);
+  return 0;
+}
+
+static ordo_push_opts with_free(const char* name) {
+  ordo_push_opts o = tu_opts_named(name);
+  o.free_fn = count_free;
+  return o;
+}
+
+/* Runs fn(arg) on a new thread; returns what pthread_join says the thread ended with. */
+static void* on_thread(void* (*fn)(void*), void* arg) {
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, fn, arg), 0);
+  void* ret = NULL;
+  cr_assert_eq(pthread_join(t, &ret), 0);
+  return ret;
+}
+
+static void assert_var_failed_with(ordo_engine* e, ordo_var v, const char* words) {
+  TU_ASSERT_ST(ordo_wait_for_var(e, v), ORDO_ERR_OP_FAILED, "wait");
+  cr_assert(strstr(ordo_last_error_message(), words) != NULL, "message: %s",
+            ordo_last_error_message());
+  int32_t code = 0;
+  TU_ASSERT_ST(ordo_var_get_error(e, v, &code, NULL, 0), ORDO_OK, "get_error");
+  cr_assert_eq(code, ORDO_ERR_OP_FAILED);
+}
+
+/* ---- the naive engine on a thread of the test's ------------------------------------------- */
+
+typedef struct pusher {
+  ordo_engine* e;
+  ordo_var v;
+  ordo_var other;
+  ordo_status push_status; /* never set when the callback ends the thread inside the push */
+} pusher;
+
+static void* push_exiting_op(void* arg) {
+  pusher* p = arg;
+  ordo_push_opts o = with_free("exits");
+  p->push_status = ordo_opr_push(p->e, exit_thread, NULL, NULL, 0, &p->v, 1, &o);
+  return NULL;
+}
+
+Test(forced_unwind, naive_callback_pthread_exit_fails_the_op) {
+  atomic_init(&g_frees, 0);
+  atomic_init(&g_calls, 0);
+  ordo_engine* e = make_engine(ORDO_ENGINE_NAIVE, 0);
+  pusher p = {e, new_var(e), 0, -1};
+  cr_assert_eq(on_thread(push_exiting_op, &p), EXIT_CODE, "the thread did not exit");
+  cr_assert_eq(p.push_status, -1, "the push returned instead of ending the thread");
+  cr_assert_eq(atomic_load(&g_calls), 1);
+  assert_var_failed_with(e, p.v, "thread exited");
+  cr_assert(strstr(ordo_last_error_message(), "'exits'") != NULL, "%s", ordo_last_error_message());
+  /* The free_fn was queued (the ending thread runs no caller code) and ran at the wait. */
+  cr_assert_eq(atomic_load(&g_frees), 1);
+  /* The engine goes on: later ops on v are skipped until cleared, then run. */
+  atomic_int ran;
+  atomic_init(&ran, 0);
+  TU_ASSERT_ST(ordo_var_clear_error(e, p.v), ORDO_OK, "clear");
+  TU_ASSERT_ST(ordo_opr_push(e, count_call, &ran, NULL, 0, &p.v, 1, NULL), ORDO_OK, "push");
+  TU_ASSERT_ST(ordo_wait_for_var(e, p.v), ORDO_OK, "wait");
+  TU_ASSERT_ST(ordo_wait_for_all(e), ORDO_ERR_OP_FAILED, "wait_all");
+  TU_ASSERT_ST(ordo_wait_for_all(e), ORDO_OK, "wait_all");
+  cr_assert_eq(atomic_load(&ran), 1);
+  ordo_stats st;
+  memset(&st, 0, sizeof st);
+  st.struct_size = sizeof st;
+  TU_ASSERT_ST(ordo_engine_stats(e, &st), ORDO_OK, "stats");
+  cr_assert_eq(st.pushed, 2);
+  cr_assert_eq(st.completed, 2);
+  cr_assert_eq(st.failed, 1);
+  cr_assert_eq(st.pending, 0);
+  TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "destroy");
+}
+
+/* An op pushed from inside an inline op runs after it, in the same loop; when it ends the
+ * thread, what is still queued in that loop fails without being called, and its successors are
+ * skipped; free_fns all run once. */
+typedef struct outer_ctx {
+  ordo_engine* e;
+  ordo_var a, b, c;
+  atomic_int b_ran, c_ran;
+} outer_ctx;
+
+static int32_t push_three(ordo_exec* exec, void* ud) {
+  (void)exec;
+  outer_ctx* o = ud;
+  ordo_push_opts fo = with_free("exits");
+  ordo_push_opts bo = with_free("queued");
+  ordo_push_opts co = with_free("after");
+  ordo_opr_push(o->e, exit_thread, NULL, NULL, 0, &o->a, 1, &fo);
+  ordo_opr_push(o->e, count_call, &o->b_ran, NULL, 0, &o->b, 1, &bo);
+  ordo_opr_push(o->e, count_call, &o->c_ran, &o->b, 1, &o->c, 1, &co);
+  return 0;
+}
+
+static void* push_outer(void* arg) {
+  outer_ctx* o = arg;
+  ordo_push_opts opts = with_free("outer");
+  ordo_opr_push(o->e, push_three, o, NULL, 0, NULL, 0, &opts);
+  return NULL;
+}
+
+Test(forced_unwind, naive_queued_inline_ops_fail_uncalled) {
+  atomic_init(&g_frees, 0);
+  atomic_init(&g_calls, 0);
+  outer_ctx o;
+  memset(&o, 0, sizeof o);
+  o.e = make_engine(ORDO_ENGINE_NAIVE, 0);
+  o.a = new_var(o.e);
+  o.b = new_var(o.e);
+  o.c = new_var(o.e);
+  cr_assert_eq(on_thread(push_outer, &o), EXIT_CODE);
+  assert_var_failed_with(o.e, o.a, "thread exited");
+  assert_var_failed_with(o.e, o.b, "not run: the thread that was to run it inline exited");
+  assert_var_failed_with(o.e, o.c, "not run");
+  cr_assert_eq(atomic_load(&o.b_ran), 0);
+  cr_assert_eq(atomic_load(&o.c_ran), 0);
+  cr_assert_eq(atomic_load(&g_frees), 4, "free_fns: %d of 4", atomic_load(&g_frees));
+  TU_ASSERT_ST(ordo_wait_for_all(o.e), ORDO_ERR_OP_FAILED, "wait_all");
+  TU_ASSERT_ST(ordo_engine_destroy(o.e), ORDO_OK, "destroy");
+}
+
+/* pthread_cancel at a cancellation point inside a callback: the same path. */
+static atomic_int g_in_callback;
+
+static int32_t sleep_forever(ordo_exec* exec, void* ud) {
+  (void)exec;
+  (void)ud;
+  atomic_store(&g_in_callback, 1);
+  for (;;) tu_sleep_ms(1000); /* nanosleep: a cancellation point */
+  return 0;
+}
+
+static void* push_sleeper(void* arg) {
+  pusher* p = arg;
+  ordo_push_opts o = with_free("sleeper");
+  p->push_status = ordo_opr_push(p->e, sleep_forever, NULL, NULL, 0, &p->v, 1, &o);
+  return NULL;
+}
+
+Test(forced_unwind, naive_callback_cancelled) {
+  atomic_init(&g_frees, 0);
+  atomic_init(&g_in_callback, 0);
+  ordo_engine* e = make_engine(ORDO_ENGINE_NAIVE, 0);
+  pusher p = {e, new_var(e), 0, -1};
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, push_sleeper, &p), 0);
+  cr_assert(tu_wait_eq(&g_in_callback, 1, 5000));
+  cr_assert_eq(pthread_cancel(t), 0);
+  void* ret = NULL;
+  cr_assert_eq(pthread_join(t, &ret), 0);
+  cr_assert_eq(ret, PTHREAD_CANCELED);
+  assert_var_failed_with(e, p.v, "thread exited");
+  cr_assert_eq(atomic_load(&g_frees), 1);
+  TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "destroy");
+}
+
+/* A callback that deferred and then ended its thread: the op waits for its completion, which
+ * another thread gives, and succeeds. */
+static _Atomic uint64_t g_completion;
+
+static int32_t defer_then_exit(ordo_exec* exec, void* ud) {
+  (void)ud;
+  ordo_completion c = 0;
+  if (ordo_exec_defer(exec, &c) == ORDO_OK) atomic_store(&g_completion, c);
+  pthread_exit(EXIT_CODE);
+  return 0;
+}
+
+static void* push_deferring(void* arg) {
+  pusher* p = arg;
+  ordo_push_opts o = with_free("deferred");
+  p->push_status = ordo_opr_push(p->e, defer_then_exit, NULL, NULL, 0, &p->v, 1, &o);
+  return NULL;
+}
+
+Test(forced_unwind, deferred_then_exit_completes_later) {
+  atomic_init(&g_frees, 0);
+  atomic_store(&g_completion, 0);
+  ordo_engine* e = make_engine(ORDO_ENGINE_NAIVE, 0);
+  pusher p = {e, new_var(e), 0, -1};
+  cr_assert_eq(on_thread(push_deferring, &p), EXIT_CODE);
+  ordo_completion c = atomic_load(&g_completion);
+  cr_assert_neq(c, 0);
+  TU_ASSERT_ST(ordo_wait_for_var_timeout(e, p.v, TU_MS_NS(20)), ORDO_ERR_TIMEOUT, "pending");
+  TU_ASSERT_ST(ordo_complete(c, 0, NULL), ORDO_OK, "complete");
+  TU_ASSERT_ST(ordo_wait_for_var(e, p.v), ORDO_OK, "wait");
+  cr_assert_eq(atomic_load(&g_frees), 1);
+  TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "destroy");
+}
+
+/* A free_fn that ends the thread calling ordo_complete: the op is finished first (its vars
+ * released, waiters woken, its successor handed on) and the engine's pin is dropped (destroy
+ * frees it). The naive engine would run the successor inline on that thread: it fails uncalled
+ * instead; worker engines run it. */
+static void free_and_exit(void* ud) {
+  (void)ud;
+  atomic_fetch_add(&g_frees, 1);
+  pthread_exit(EXIT_CODE);
+}
+
+static void* complete_on_thread(void* arg) {
+  ordo_complete(*(ordo_completion*)arg, 0, NULL);
+  return NULL;
+}
+
+Test(forced_unwind, free_fn_exits_thread_in_complete) {
+  for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
+    atomic_init(&g_frees, 0);
+    ordo_engine* e = make_engine(tu_all_kinds[k], 2);
+    ordo_var v = new_var(e);
+    tu_deferred d;
+    tu_deferred_init(&d);
+    ordo_push_opts o = tu_opts_named("deferred");
+    o.free_fn = free_and_exit;
+    TU_ASSERT_ST(ordo_opr_push(e, tu_defer_fn, &d, NULL, 0, &v, 1, &o), ORDO_OK, "push");
+    atomic_int ran;
+    atomic_init(&ran, 0);
+    TU_ASSERT_ST(ordo_opr_push(e, count_call, &ran, NULL, 0, &v, 1, NULL), ORDO_OK, "push");
+    ordo_completion c = tu_deferred_wait(&d, 5000);
+    cr_assert_neq(c, 0);
+    cr_assert_eq(on_thread(complete_on_thread, &c), EXIT_CODE, "%s", tu_kind_name(tu_all_kinds[k]));
+    if (tu_all_kinds[k] == ORDO_ENGINE_NAIVE) {
+      assert_var_failed_with(e, v, "not run");
+      cr_assert_eq(atomic_load(&ran), 0);
+    } else {
+      TU_ASSERT_ST(ordo_wait_for_var(e, v), ORDO_OK, tu_kind_name(tu_all_kinds[k]));
+      cr_assert_eq(atomic_load(&ran), 1);
+    }
+    cr_assert_eq(atomic_load(&g_frees), 1);
+    TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "destroy");
+  }
+}
+
+/* ---- worker threads ---------------------------------------------------------------------- */
+
+/* A callback that ends its worker thread: the op fails, the worker is replaced (with a single
+ * worker nothing else would run the ops behind it), and every later op runs. */
+Test(forced_unwind, worker_callback_exit_is_replaced) {
+  for (int k = 0; k < TU_NUM_THREADED_KINDS; ++k) {
+    int32_t kind = tu_threaded_kinds[k];
+    atomic_init(&g_frees, 0);
+    atomic_init(&g_calls, 0);
+    ordo_engine* e = make_engine(kind, 1);
+    ordo_var v[5];
+    ordo_var w = new_var(e);
+    atomic_int ran;
+    atomic_init(&ran, 0);
+    for (int round = 0; round < 5; ++round) {
+      v[round] = new_var(e);
+      ordo_push_opts o = with_free("exits");
+      TU_ASSERT_ST(ordo_opr_push(e, exit_thread, NULL, NULL, 0, &v[round], 1, &o), ORDO_OK, "push");
+      for (int i = 0; i < 20; ++i) {
+        ordo_push_opts f = with_free("after");
+        TU_ASSERT_ST(ordo_opr_push(e, count_call, &ran, NULL, 0, &w, 1, &f), ORDO_OK, "push");
+      }
+    }
+    TU_ASSERT_ST(ordo_wait_for_var(e, w), ORDO_OK, tu_kind_name(kind));
+    for (int round = 0; round < 5; ++round) assert_var_failed_with(e, v[round], "thread exited");
+    TU_ASSERT_ST(ordo_wait_for_all(e), ORDO_ERR_OP_FAILED, tu_kind_name(kind));
+    cr_assert_eq(atomic_load(&ran), 100);
+    cr_assert_eq(atomic_load(&g_calls), 5);
+    /* The exited threads' free_fns run on their replacements (or the next wait): soon. */
+    tu_wait_ge(&g_frees, 105, 5000);
+    cr_assert_eq(atomic_load(&g_frees), 105, "%s: free_fns %d of 105", tu_kind_name(kind),
+                 atomic_load(&g_frees));
+    ordo_stats st;
+    memset(&st, 0, sizeof st);
+    st.struct_size = sizeof st;
+    TU_ASSERT_ST(ordo_engine_stats(e, &st), ORDO_OK, "stats");
+    cr_assert_eq(st.failed, 5);
+    cr_assert_eq(st.completed, 105);
+    ordo_queue_stats q;
+    memset(&q, 0, sizeof q);
+    q.struct_size = sizeof q;
+    TU_ASSERT_ST(ordo_engine_queue_stats(e, 0, &q), ORDO_OK, "queue_stats");
+    cr_assert_eq(q.workers, 1, "%s: %u workers", tu_kind_name(kind), q.workers);
+    TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, tu_kind_name(kind));
+  }
+}
+
+/* A free_fn that ends its worker thread: the op (which succeeded) completes, its successors
+ * run, the worker is replaced. */
+Test(forced_unwind, worker_free_fn_exit) {
+  atomic_init(&g_frees, 0);
+  ordo_engine* e = make_engine(ORDO_ENGINE_POOLED, 1);
+  ordo_var v = new_var(e);
+  atomic_int ran;
+  atomic_init(&ran, 0);
+  for (int i = 0; i < 3; ++i) {
+    ordo_push_opts o = tu_opts_named("free exits");
+    o.free_fn = free_and_exit;
+    TU_ASSERT_ST(ordo_opr_push(e, count_call, &ran, NULL, 0, &v, 1, &o), ORDO_OK, "push");
+    TU_ASSERT_ST(ordo_opr_push(e, count_call, &ran, &v, 1, NULL, 0, NULL), ORDO_OK, "push");
+  }
+  TU_ASSERT_ST(ordo_wait_for_var(e, v), ORDO_OK, "wait");
+  TU_ASSERT_ST(ordo_wait_for_all(e), ORDO_OK, "wait_all");
+  cr_assert_eq(atomic_load(&ran), 6);
+  cr_assert_eq(atomic_load(&g_frees), 3);
+  TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "destroy");
+}
+
+/* An ordo_wait_fn that ends its worker thread; later async waits still run, exactly once. */
+static atomic_int g_waits;
+
+static void wait_and_exit(void* ud, ordo_status status) {
+  (void)ud;
+  (void)status;
+  atomic_fetch_add(&g_waits, 1);
+  pthread_exit(EXIT_CODE);
+}
+
+static void wait_counted(void* ud, ordo_status status) {
+  (void)ud;
+  if (status == ORDO_OK) atomic_fetch_add(&g_waits, 1);
+}
+
+static int32_t slow_op(ordo_exec* exec, void* ud) {
+  (void)exec;
+  (void)ud;
+  tu_sleep_ms(5);
+  return 0;
+}
+
+Test(forced_unwind, worker_wait_fn_exit) {
+  atomic_init(&g_waits, 0);
+  ordo_engine* e = make_engine(ORDO_ENGINE_POOLED, 1);
+  ordo_var v = new_var(e);
+  for (int i = 0; i < 3; ++i) {
+    TU_ASSERT_ST(ordo_opr_push(e, slow_op, NULL, NULL, 0, &v, 1, NULL), ORDO_OK, "push");
+    TU_ASSERT_ST(ordo_wait_for_var_async(e, v, wait_and_exit, NULL), ORDO_OK, "async");
+    TU_ASSERT_ST(ordo_wait_for_var_async(e, v, wait_counted, NULL), ORDO_OK, "async");
+  }
+  TU_ASSERT_ST(ordo_wait_for_var(e, v), ORDO_OK, "wait");
+  TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "destroy");
+  cr_assert_eq(atomic_load(&g_waits), 6, "%d of 6 wait fns", atomic_load(&g_waits));
+}
+
+/* Destroy while worker callbacks end their threads: the drain finishes (the workers are
+ * replaced while it waits), and every queued free_fn has run when destroy returns. */
+Test(forced_unwind, destroy_while_workers_exit) {
+  atomic_init(&g_frees, 0);
+  atomic_init(&g_calls, 0);
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE, 2);
+  ordo_var vars[40];
+  for (int i = 0; i < 40; ++i) vars[i] = new_var(e);
+  for (int i = 0; i < 40; ++i) {
+    ordo_push_opts o = with_free(i % 4 == 0 ? "exits" : "runs");
+    ordo_fn fn = i % 4 == 0 ? exit_thread : slow_op;
+    TU_ASSERT_ST(ordo_opr_push(e, fn, NULL, NULL, 0, &vars[i], 1, &o), ORDO_OK, "push");
+  }
+  TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "destroy");
+  cr_assert_eq(atomic_load(&g_calls), 10);
+  cr_assert_eq(atomic_load(&g_frees), 40, "%d of 40 free_fns", atomic_load(&g_frees));
+}
