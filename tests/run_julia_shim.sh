@@ -13,27 +13,21 @@ build=$(cd "${1:-build}" && pwd)
 deps="$root/bindings/julia/Ordo.jl/deps"
 out="$build/julia-shim"
 mkdir -p "$out"
-cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -g -fsanitize=address,undefined \
-  -fno-sanitize-recover=undefined -pthread -I"$root/include" \
+cflags=(-std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread -I"$root/include")
+
+# The shared library that Pkg.build makes (deps/build.jl's flags): it must build warning-free.
+cc "${cflags[@]}" -O2 -fPIC -shared "$deps/ordo_jl.c" -L"$build/src" -lordo -o "$out/libordo_jl.so"
+
+cc "${cflags[@]}" -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined \
   "$deps/test_ordo_jl.c" "$deps/ordo_jl.c" -L"$build/src" -lordo -Wl,-rpath,"$build/src" \
   -o "$out/test_ordo_jl"
-tsan_lib="$build-tsan/src"
-if [[ -f "$tsan_lib/libordo.so" ]]; then
-  cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -g -fsanitize=thread -pthread \
-    -I"$root/include" "$deps/test_ordo_jl.c" "$deps/ordo_jl.c" -L"$tsan_lib" -lordo \
-    -Wl,-rpath,"$tsan_lib" -o "$out/test_ordo_jl_tsan"
-  echo "under TSan ($tsan_lib):"
-  TSAN_OPTIONS="halt_on_error=1 exitcode=66" "$out/test_ordo_jl_tsan"
-fi
-# The shared library that Pkg.build makes (deps/build.jl's flags): it must build warning-free.
-cc -std=c11 -D_GNU_SOURCE -O2 -fPIC -shared -Wall -Wextra -Werror -I"$root/include" \
-  "$deps/ordo_jl.c" -L"$build/src" -lordo -pthread -o "$out/libordo_jl.so"
+echo "under ASan+UBSan ($build/src):"
 "$out/test_ordo_jl"
+
 tsan_lib="$build-tsan/src"
 if [[ -f "$tsan_lib/libordo.so" ]]; then
-  cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -g -fsanitize=thread -pthread \
-    -I"$root/include" "$deps/test_ordo_jl.c" "$deps/ordo_jl.c" -L"$tsan_lib" -lordo \
-    -Wl,-rpath,"$tsan_lib" -o "$out/test_ordo_jl_tsan"
+  cc "${cflags[@]}" -O1 -g -fsanitize=thread "$deps/test_ordo_jl.c" "$deps/ordo_jl.c" \
+    -L"$tsan_lib" -lordo -Wl,-rpath,"$tsan_lib" -o "$out/test_ordo_jl_tsan"
   echo "under TSan ($tsan_lib):"
   TSAN_OPTIONS="halt_on_error=1 exitcode=66" "$out/test_ordo_jl_tsan"
 fi
