@@ -78,6 +78,9 @@ section "Python binding: pytest"
 # the suite against this build's library, then pip install bindings/python into a fresh venv
 run 600 bash "$here/run_python.sh" "$build"
 
+section "Go binding: go test -race (bindings/go, against this build through an ordo.pc of the tree)"
+run 300 bash "$here/run_go.sh" "$build"
+
 section "stress checker against a sequential model, short (make stress runs 10M ops)"
 run 300 "$build/tests/ordo_stress" --ops 500000
 section "the same, with throttled pushers running ready ops (ORDO_PUSHERS_HELP=1, a 64-op window)"
@@ -125,6 +128,9 @@ rm -rf "$bench_dir"
 section "the suite under ASan+UBSan (Criterion) and TSan (Criterion shim), in $build-asan, $build-tsan"
 # builds two configurations from scratch on a fresh machine, then runs the suite in each
 run 2400 bash "$here/run_sanitizers.sh" "$build"
+
+section "Julia binding's C half (no Julia here): Ordo.jl/deps driven from C, ASan+UBSan, TSan"
+run 120 bash "$here/run_julia_shim.sh" "$build"
 
 section "the suite under valgrind memcheck (Criterion shim)"
 run 1800 bash "$here/run_valgrind.sh" "$build"

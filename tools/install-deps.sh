@@ -17,6 +17,9 @@ pkg-config --exists openblas 2>/dev/null || need+=(libopenblas-dev)
 [ -f /usr/include/lapacke.h ] || need+=(liblapacke-dev)
 
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+# The Go binding's tests (bindings/go, tests/run_go.sh): Debian 12's Go is 1.19, enough for
+# runtime/cgo.Handle (1.17); its race detector comes with it.
+command -v go >/dev/null 2>&1 || need+=(golang-go)
 # tests/with_timeout.sh, the step wrapper of tests/run_all.sh: gdb dumps a hung step's stacks,
 # ps (procps, absent from minimal Debian images) finds its processes.
 command -v gdb >/dev/null 2>&1 || need+=(gdb)

@@ -1,0 +1,64 @@
+package ordo
+
+// The functions that C calls: the op trampoline's target and the deleter of a skipped op's
+// closure. (A file with //export may only declare in its preamble; the C side is shim.c.)
+
+// #include "shim.h"
+// #include <stdlib.h>
+import "C"
+
+import (
+	"fmt"
+	"runtime/cgo"
+	"unsafe"
+)
+
+//export goOrdoRun
+func goOrdoRun(handle C.uintptr_t, exec C.uintptr_t) C.int32_t {
+	h := cgo.Handle(handle)
+	x := h.Value().(*Exec)
+	h.Delete()
+	x.exec = uintptr(exec)
+	err := x.call()
+	if x.deferred {
+		return 0 // the op completes through its Completion; fn's result is ignored, as in C
+	}
+	if err == nil {
+		return 0
+	}
+	code, msg := opFailure(err)
+	// A synchronous op's return value carries a code but no message: defer the op and complete
+	// it at once to record both.
+	cmsg := C.CString(msg)
+	defer C.free(unsafe.Pointer(cmsg))
+	if check(C.ordo_go_fail_running(exec, C.int32_t(code), cmsg)) != nil {
+		return C.int32_t(code)
+	}
+	return 0
+}
+
+//export goOrdoFree
+func goOrdoFree(handle C.uintptr_t) { cgo.Handle(handle).Delete() }
+
+//export goOrdoWaitDone
+func goOrdoWaitDone(handle C.uintptr_t, status C.ordo_status, code C.int32_t, msg *C.char) {
+	h := cgo.Handle(handle)
+	ch := h.Value().(chan error)
+	h.Delete()
+	var err error
+	if status != C.ORDO_OK {
+		err = &Error{Code: Status(status), OpCode: int32(code), Message: C.GoString(msg)}
+	}
+	ch <- err // buffered: never blocks the engine thread
+	close(ch)
+}
+
+// call runs the op's function; a panic fails the op with the panic's value as its message.
+func (x *Exec) call() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &OpError{Code: DefaultOpCode, Message: fmt.Sprintf("panic: %v", r)}
+		}
+	}()
+	return x.fn(x)
+}

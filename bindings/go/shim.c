@@ -1,0 +1,195 @@
+/* The C side of the Go binding (see shim.h). Kept small: argument plumbing, the message copy,
+ * and two trampolines. */
+#include "shim.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "_cgo_export.h"
+
+/* A malloc'd copy of this thread's last error message, taken right after the failing call. */
+static char* last_message(void) {
+  size_t n = ordo_last_error_copy(NULL, 0);
+  char* m = (char*)malloc(n + 1);
+  if (m != NULL) ordo_last_error_copy(m, n + 1);
+  return m;
+}
+
+static ordo_go_ret result(ordo_status s) {
+  ordo_go_ret r = {s, 0, 0, NULL};
+  if (s != ORDO_OK) r.msg = last_message();
+  return r;
+}
+
+static ordo_engine* engine(uintptr_t e) { return (ordo_engine*)e; }
+
+ordo_go_ret ordo_go_engine_create(int32_t kind, int32_t cpu_threads) {
+  ordo_engine_config cfg;
+  ordo_engine_config_init_sized(&cfg, sizeof cfg);
+  cfg.kind = kind;
+  cfg.cpu_threads = cpu_threads;
+  ordo_engine* e = NULL;
+  ordo_go_ret r = result(ordo_engine_create(&cfg, &e));
+  if (r.status == ORDO_OK) {
+    /* The Go Engine keeps a reference of its own past Close, so that calls made after Close
+     * (or racing it) get ORDO_ERR_SHUTDOWN from a live engine; its finalizer drops it. */
+    ordo_status s = ordo_engine_retain(e);
+    if (s != ORDO_OK) {
+      r = result(s);
+      ordo_engine_destroy(e);
+      return r;
+    }
+  }
+  r.value = (uint64_t)(uintptr_t)e;
+  return r;
+}
+
+ordo_go_ret ordo_go_engine_destroy(uintptr_t e) { return result(ordo_engine_destroy(engine(e))); }
+
+void ordo_go_engine_release(uintptr_t e) { (void)ordo_engine_release(engine(e)); }
+
+ordo_go_ret ordo_go_var_new(uintptr_t e) {
+  ordo_var v = 0;
+  ordo_go_ret r = result(ordo_var_new(engine(e), &v));
+  r.value = v;
+  return r;
+}
+
+ordo_go_ret ordo_go_var_delete(uintptr_t e, ordo_var v) {
+  return result(ordo_var_delete(engine(e), v));
+}
+
+ordo_go_ret ordo_go_var_clear_error(uintptr_t e, ordo_var v) {
+  return result(ordo_var_clear_error(engine(e), v));
+}
+
+/* user_data of a Go op: the cgo.Handle of its closure, until the op runs (goOrdoRun deletes
+ * the handle) or is skipped (go_op_free asks Go to delete it). */
+typedef struct go_op {
+  uintptr_t handle;
+} go_op;
+
+static int32_t go_op_run(ordo_exec* exec, void* user_data) {
+  go_op* op = (go_op*)user_data;
+  uintptr_t h = op->handle;
+  op->handle = 0;
+  return goOrdoRun(h, (uintptr_t)exec);
+}
+
+/* Runs exactly once, after the op finished (ran, failed or was skipped), on whichever thread
+ * finished it; the engine orders it after go_op_run. Calls into Go only for a skipped op. */
+static void go_op_free(void* user_data) {
+  go_op* op = (go_op*)user_data;
+  if (op->handle != 0) goOrdoFree(op->handle);
+  free(op);
+}
+
+ordo_go_ret ordo_go_push(uintptr_t e, uintptr_t h, const ordo_var* reads, size_t nreads,
+                         const ordo_var* writes, size_t nwrites, int32_t priority, int32_t prop,
+                         const char* name) {
+  go_op* op = (go_op*)malloc(sizeof *op);
+  if (op == NULL) {
+    ordo_go_ret r = {ORDO_ERR_NO_MEMORY, 0, 0, NULL};
+    return r;
+  }
+  op->handle = h;
+  ordo_push_opts opts;
+  ordo_push_opts_init_sized(&opts, sizeof opts);
+  opts.free_fn = go_op_free;
+  opts.priority = priority;
+  opts.prop = prop;
+  opts.name = name;
+  ordo_status s = ordo_opr_push(engine(e), go_op_run, op, reads, nreads, writes, nwrites, &opts);
+  if (s != ORDO_OK) free(op); /* nothing was pushed, free_fn will not run */
+  return result(s);
+}
+
+static ordo_go_ret wait_result(uintptr_t e, ordo_var v, ordo_status s) {
+  ordo_go_ret r = result(s);
+  if (s == ORDO_ERR_OP_FAILED) {
+    int32_t code = 0;
+    if (ordo_var_get_error(engine(e), v, &code, NULL, 0) == ORDO_OK) r.code = code;
+  }
+  return r;
+}
+
+ordo_go_ret ordo_go_wait_var(uintptr_t e, ordo_var v, uint64_t timeout_ns) {
+  ordo_status s = timeout_ns == UINT64_MAX ? ordo_wait_for_var(engine(e), v)
+                                           : ordo_wait_for_var_timeout(engine(e), v, timeout_ns);
+  return wait_result(e, v, s);
+}
+
+ordo_go_ret ordo_go_wait_all(uintptr_t e, uint64_t timeout_ns) {
+  return result(timeout_ns == UINT64_MAX ? ordo_wait_for_all(engine(e))
+                                         : ordo_wait_for_all_timeout(engine(e), timeout_ns));
+}
+
+ordo_go_ret ordo_go_defer(uintptr_t exec) {
+  ordo_completion c = 0;
+  ordo_go_ret r = result(ordo_exec_defer((ordo_exec*)exec, &c));
+  r.value = c;
+  return r;
+}
+
+ordo_go_ret ordo_go_complete(ordo_completion c, int32_t code, const char* msg) {
+  return result(ordo_complete(c, code, msg));
+}
+
+ordo_go_ret ordo_go_fail_running(uintptr_t exec, int32_t code, const char* msg) {
+  ordo_completion c = 0;
+  ordo_status s = ordo_exec_defer((ordo_exec*)exec, &c);
+  if (s == ORDO_OK) s = ordo_complete(c, code, msg);
+  return result(s);
+}
+
+ordo_go_ret ordo_go_var_error(uintptr_t e, ordo_var v) {
+  int32_t code = 0;
+  char buf[1024];
+  buf[0] = '\0';
+  ordo_go_ret r = result(ordo_var_get_error(engine(e), v, &code, buf, sizeof buf));
+  if (r.status == ORDO_OK && code != 0) {
+    r.code = code;
+    size_t n = strlen(buf);
+    r.msg = (char*)malloc(n + 1);
+    if (r.msg != NULL) memcpy(r.msg, buf, n + 1);
+  }
+  return r;
+}
+
+ordo_go_ret ordo_go_stats(uintptr_t e, ordo_stats* out) {
+  out->struct_size = (uint32_t)sizeof *out;
+  return result(ordo_engine_stats(engine(e), out));
+}
+
+/* user_data of an asynchronous wait. */
+typedef struct go_wait {
+  uintptr_t handle;
+  ordo_engine* engine;
+  ordo_var var;
+} go_wait;
+
+static void go_wait_done(void* user_data, ordo_status status) {
+  go_wait* w = (go_wait*)user_data;
+  int32_t code = 0;
+  char msg[1024];
+  msg[0] = '\0';
+  if (status == ORDO_ERR_OP_FAILED)
+    (void)ordo_var_get_error(w->engine, w->var, &code, msg, sizeof msg);
+  uintptr_t h = w->handle;
+  free(w);
+  goOrdoWaitDone(h, status, code, msg);
+}
+
+ordo_go_ret ordo_go_wait_async(uintptr_t e, ordo_var v, uintptr_t h) {
+  go_wait* w = (go_wait*)malloc(sizeof *w);
+  if (w == NULL) {
+    ordo_go_ret r = {ORDO_ERR_NO_MEMORY, 0, 0, NULL};
+    return r;
+  }
+  w->handle = h;
+  w->engine = engine(e);
+  w->var = v;
+  ordo_status s = ordo_wait_for_var_async(engine(e), v, go_wait_done, w);
+  if (s != ORDO_OK) free(w); /* fn is never called */
+  return result(s);
+}
