@@ -27,6 +27,7 @@ typedef void (*ordo_wait_fn)(void* user_data, ordo_status status);
 #define ORDO_ERR_WOULD_DEADLOCK 9
 #define ORDO_ERR_UNSUPPORTED 10
 #define ORDO_ERR_INTERNAL 11
+#define ORDO_ERR_TOKENS_DROPPED 12
 const char* ordo_status_string(ordo_status s);
 const char* ordo_last_error_message(void);
 size_t ordo_last_error_copy(char* buf, size_t cap);
@@ -136,3 +137,27 @@ ordo_status ordo_wait_for_var_timeout(ordo_engine* e, ordo_var v, uint64_t timeo
 ordo_status ordo_wait_for_all(ordo_engine* e);
 ordo_status ordo_wait_for_all_timeout(ordo_engine* e, uint64_t timeout_ns);
 ordo_status ordo_wait_for_var_async(ordo_engine* e, ordo_var v, ordo_wait_fn fn, void* user_data);
+typedef struct ordo_pipeline ordo_pipeline;
+typedef struct ordo_pipeflow ordo_pipeflow;
+#define ORDO_PIPE_PARALLEL 1
+#define ORDO_PIPE_SERIAL 2
+typedef int32_t (*ordo_pipe_fn)(ordo_pipeflow* pf, void* user_data);
+typedef struct ordo_pipe {
+  int64_t type;
+  ordo_pipe_fn fn;
+  void* user_data;
+} ordo_pipe;
+ordo_status ordo_pipeline_create(ordo_engine* e, uint32_t num_lines, const ordo_pipe* pipes, size_t num_pipes, ordo_pipeline** out);
+ordo_status ordo_pipeline_run(ordo_pipeline* p);
+ordo_status ordo_pipeline_push(ordo_pipeline* p, const ordo_var* const_vars, size_t num_const, const ordo_var* mutable_vars, size_t num_mutable, const ordo_push_opts* opts);
+ordo_status ordo_pipeline_reset(ordo_pipeline* p);
+ordo_status ordo_pipeline_reset_pipes(ordo_pipeline* p, uint32_t num_lines, const ordo_pipe* pipes, size_t num_pipes);
+ordo_status ordo_pipeline_num_tokens(const ordo_pipeline* p, uint64_t* out);
+ordo_status ordo_pipeline_dropped(const ordo_pipeline* p, uint64_t* count, uint64_t* ids, size_t cap);
+ordo_status ordo_pipeline_destroy(ordo_pipeline* p);
+uint64_t ordo_pipeflow_token(const ordo_pipeflow* pf);
+uint32_t ordo_pipeflow_line(const ordo_pipeflow* pf);
+uint32_t ordo_pipeflow_pipe(const ordo_pipeflow* pf);
+uint32_t ordo_pipeflow_num_deferrals(const ordo_pipeflow* pf);
+ordo_status ordo_pipeflow_stop(ordo_pipeflow* pf);
+ordo_status ordo_pipeflow_defer(ordo_pipeflow* pf, uint64_t token);
