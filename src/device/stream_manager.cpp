@@ -1,0 +1,167 @@
+#include "device/stream_manager.h"
+
+#include <chrono>
+#include <cstdio>
+
+namespace ordo {
+
+StreamManager::StreamManager(DeviceApi* api, int32_t device, DoneFn done, void* ctx)
+    : api_(api), device_(device), done_(done), ctx_(ctx) {}
+
+StreamManager::~StreamManager() {
+  stop();
+}
+
+int StreamManager::start(const char** what) {
+  *what = "cudaSetDevice";
+  if (int e = api_->set_device(device_)) return e;
+  *what = "cudaStreamCreate";
+  for (void*& s : compute_) {
+    if (int e = api_->stream_create(&s)) {
+      s = nullptr;
+      destroy_streams();
+      return e;
+    }
+  }
+  int e = api_->stream_create(&to_device_);
+  if (e == 0) e = api_->stream_create(&from_device_);
+  if (e != 0) {
+    destroy_streams();
+    return e;
+  }
+  started_ = true;
+  poller_ = std::thread([this] { poll_loop(); });
+  return 0;
+}
+
+void StreamManager::destroy_streams() {
+  for (void*& s : compute_) {
+    if (s) api_->stream_destroy(s);
+    s = nullptr;
+  }
+  if (to_device_) api_->stream_destroy(to_device_);
+  if (from_device_) api_->stream_destroy(from_device_);
+  to_device_ = from_device_ = nullptr;
+}
+
+void StreamManager::stop() {
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (!started_) return;
+    started_ = false;
+    // The engine drained its ops before stopping its devices, so this wait is short (the last
+    // op's report is still returning); it guards against an event left behind regardless.
+    drained_cv_.wait(lk, [&] { return in_flight_.load(std::memory_order_acquire) == 0; });
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  poller_.join();
+  api_->set_device(device_);
+  for (void* ev : all_events_) api_->event_destroy(ev);
+  all_events_.clear();
+  free_events_.clear();
+  destroy_streams();
+}
+
+int StreamManager::enter(StreamKind kind, void** stream) {
+  if (int e = api_->set_device(device_)) return e;
+  switch (kind) {
+    case StreamKind::kToDevice:
+      *stream = to_device_;
+      break;
+    case StreamKind::kFromDevice:
+      *stream = from_device_;
+      break;
+    case StreamKind::kCompute:
+      *stream = compute_[next_compute_.fetch_add(1, std::memory_order_relaxed) % kComputeStreams];
+      break;
+  }
+  return 0;
+}
+
+int StreamManager::track(void* stream, uint64_t token) {
+  void* ev = nullptr;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!free_events_.empty()) {
+      ev = free_events_.back();
+      free_events_.pop_back();
+    }
+  }
+  if (!ev) {
+    if (int e = api_->event_create(&ev)) return e;
+    std::lock_guard<std::mutex> g(mu_);
+    all_events_.push_back(ev);
+  }
+  if (int e = api_->event_record(ev, stream)) {
+    std::lock_guard<std::mutex> g(mu_);
+    free_events_.push_back(ev);
+    return e;
+  }
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    in_flight_.fetch_add(1, std::memory_order_relaxed);
+    pending_.push_back({ev, token});
+  }
+  cv_.notify_one();
+  return 0;
+}
+
+void StreamManager::describe(int code, const char* call, char* buf, size_t cap) const {
+  std::snprintf(buf, cap, "CUDA error %d (%s): %s [%s on GPU %d]", code, api_->error_name(code),
+                api_->error_string(code), call, static_cast<int>(device_));
+}
+
+// The polling thread: takes the events recorded since its last round, queries each, reports the
+// fired ones, and keeps the others for the next round. With events in flight it yields a few
+// rounds, then sleeps with a growing pause (up to 100 us); with none it sleeps on cv_.
+void StreamManager::poll_loop() {
+  std::vector<Pending> watching;
+  std::vector<void*> fired;
+  uint32_t idle_rounds = 0;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      for (void* ev : fired) free_events_.push_back(ev);
+      fired.clear();
+      if (watching.empty()) {
+        cv_.wait(lk, [&] { return !pending_.empty() || stopping_; });
+        if (pending_.empty()) return;  // stopping, nothing in flight
+      }
+      watching.insert(watching.end(), pending_.begin(), pending_.end());
+      pending_.clear();
+    }
+    bool any = false;
+    size_t kept = 0;
+    for (const Pending& p : watching) {
+      const int q = api_->event_query(p.event);
+      if (q == DeviceApi::kNotReady) {
+        watching[kept++] = p;
+        continue;
+      }
+      any = true;
+      char msg[256];
+      if (q != 0) {
+        api_->clear_error();
+        describe(q, "cudaEventQuery", msg, sizeof msg);
+      }
+      done_(ctx_, p.token, q, q != 0 ? msg : nullptr);
+      fired.push_back(p.event);
+      if (in_flight_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> g(mu_);
+        drained_cv_.notify_all();
+      }
+    }
+    watching.resize(kept);
+    if (any || watching.empty()) {
+      idle_rounds = 0;
+    } else if (++idle_rounds < 16) {
+      std::this_thread::yield();
+    } else {
+      const uint32_t us = idle_rounds < 48 ? 5 * (idle_rounds - 15) : 100;
+      std::this_thread::sleep_for(std::chrono::microseconds(us < 100 ? us : 100));
+    }
+  }
+}
+
+}  // namespace ordo

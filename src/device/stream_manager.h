@@ -1,0 +1,88 @@
+// StreamManager: one GPU's streams and the thread that watches their events (SPEC §7, issue
+// #25). kComputeStreams compute streams, taken round robin, and one stream per copy direction,
+// so that uploads, kernels and downloads overlap. After a GPU op's callback has enqueued its
+// work and returned, track() records an event on the op's stream; the manager's polling thread
+// queries the events in flight and calls the completion function once one has fired (or failed:
+// then with the backend's message), so no worker ever blocks in a synchronize. Every device call
+// goes through DeviceApi (device_api.h): CUDA, or the tests' simulation.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "device/device_api.h"
+
+namespace ordo {
+
+class StreamManager {
+ public:
+  // The number of compute streams per GPU (a config field later: issue #25 item 2).
+  static constexpr uint32_t kComputeStreams = 4;
+  enum class StreamKind { kCompute, kToDevice, kFromDevice };
+  // done(ctx, token, error, message): the work before the event of `token` has finished
+  // (error 0, message nullptr) or failed (the backend's code and a message naming it). Called on
+  // the manager's thread, never under its lock; it may call track() again.
+  using DoneFn = void (*)(void* ctx, uint64_t token, int error, const char* message);
+
+  StreamManager(DeviceApi* api, int32_t device, DoneFn done, void* ctx);
+  ~StreamManager();
+  StreamManager(const StreamManager&) = delete;
+  StreamManager& operator=(const StreamManager&) = delete;
+
+  // Creates the streams on the device and starts the polling thread. 0, or the backend's error
+  // (with `what` naming the call that failed); nothing is left behind on failure.
+  int start(const char** what);
+  // Waits until no event is in flight, then stops the thread and destroys streams and events.
+  // Idempotent.
+  void stop();
+
+  DeviceApi* api() const { return api_; }
+  int32_t device() const { return device_; }
+  // Makes this GPU the calling thread's current device and picks the stream for a new op: the
+  // next compute stream round robin, or the copy stream of that direction. 0 or the backend's
+  // error.
+  int enter(StreamKind kind, void** stream);
+  // Records an event on `stream` after the work enqueued so far; done(ctx, token, ...) follows
+  // once it fires. 0, or the backend's error (then done is never called for `token`).
+  int track(void* stream, uint64_t token);
+  // Events recorded and not yet reported.
+  uint32_t in_flight() const { return in_flight_.load(std::memory_order_acquire); }
+  void* compute_stream(uint32_t i) const { return compute_[i]; }
+
+  // Formats "CUDA error <code> (<name>): <message> [<call> on GPU <n>]" into buf.
+  void describe(int code, const char* call, char* buf, size_t cap) const;
+
+ private:
+  struct Pending {
+    void* event;
+    uint64_t token;
+  };
+  void poll_loop();
+  void destroy_streams();
+
+  DeviceApi* const api_;
+  const int32_t device_;
+  const DoneFn done_;
+  void* const ctx_;
+  void* compute_[kComputeStreams] = {};
+  void* to_device_ = nullptr;
+  void* from_device_ = nullptr;
+  std::atomic<uint32_t> next_compute_{0};
+  std::atomic<uint32_t> in_flight_{0};
+
+  std::mutex mu_;
+  std::condition_variable cv_;          // the poller: work arrived, or stop
+  std::condition_variable drained_cv_;  // stop(): nothing in flight
+  std::vector<Pending> pending_;        // recorded, not yet picked up by the poller
+  std::vector<void*> free_events_;      // fired, ready to record again
+  std::vector<void*> all_events_;       // every event made, destroyed by stop()
+  bool stopping_ = false;
+  bool started_ = false;
+  std::thread poller_;
+};
+
+}  // namespace ordo
