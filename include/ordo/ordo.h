@@ -462,8 +462,9 @@ ORDO_API ordo_status ordo_engine_write_trace(ordo_engine* e, const char* path);
  */
 ORDO_API ordo_status ordo_engine_dump(ordo_engine* e, FILE* out);
 
-/** Number of GPUs this library can use. Always 0 in this version, which has no CUDA backend
- *  yet; CUDA builds will report 0 on machines without a GPU or driver. */
+/** Number of GPUs this library can use (at most 16). 0 in a build without CUDA (meson option
+ *  `cuda`), and on a machine without a GPU or a CUDA driver: a GPU push then returns
+ *  ORDO_ERR_NO_DEVICE, whose message (ordo_last_error_message) says which. */
 ORDO_API ordo_status ordo_device_count(int32_t* out);
 
 /* ------------------------------------------------------------------------------------------- */

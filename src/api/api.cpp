@@ -396,7 +396,7 @@ ORDO_API ordo_status ordo_exec_get_info(const ordo_exec* exec, ordo_exec_info* i
     v.worker_index = (w && op->group && w->group == op->group) ? w->index : -1;
     v.priority = op->priority;
     v.prop = op->prop;
-    v.stream = nullptr;
+    v.stream = op->device_type == ORDO_DEVICE_GPU ? op->stream : nullptr;
     v.engine = reinterpret_cast<ordo_engine*>(slot_for_tag(op->engine->tag()));
     v.name = op->op_name();
     write_struct(v, info, info->struct_size);

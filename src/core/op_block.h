@@ -111,6 +111,7 @@ struct alignas(64) OpBlock {
   std::atomic<int32_t> finish_refs;  // deferred ops: callback return + ordo_complete
   std::atomic<uint32_t> completion_gen;
   ErrorRecord* async_error;      // the failure passed to ordo_complete
+  void* stream;                  // a GPU op's stream (set when it runs; ordo_exec_get_info)
   uint64_t ready_seq;            // FIFO order among equal priorities in the priority heap
   OpBlock* batch_next;           // the pool's depot: next full batch (on a batch's head block)
   LinkLine* overflow_lines;      // more vars: all links here; kept across reuses, so big ops stop

@@ -1,24 +1,26 @@
 #include "engine/device_table.h"
 
 #include "base/last_error.h"
+#include "device/device_api.h"
 
 namespace ordo {
 
-namespace {
 // Why a push names a device the table does not have (its type is an ORDO_DEVICE_*).
-ordo_status no_such_device(int32_t device_type, int32_t device_id) {
+ordo_status DeviceTable::no_such_device(int32_t device_type, int32_t device_id) const {
   if (device_type == ORDO_DEVICE_GPU) {
-    return fail(ORDO_ERR_NO_DEVICE,
-                "GPU %d requested, but this build of ordo has no CUDA support (0 GPUs)",
-                static_cast<int>(device_id));
+    if (no_gpu_reason_) {
+      return fail(ORDO_ERR_NO_DEVICE, "GPU %d requested, but there is none: %s (0 GPUs)",
+                  static_cast<int>(device_id), no_gpu_reason_);
+    }
+    return fail(ORDO_ERR_NO_DEVICE, "GPU %d requested, but this engine has GPUs 0 to %u",
+                static_cast<int>(device_id), static_cast<unsigned>(gpus_.size() - 1));
   }
   return fail(ORDO_ERR_INVALID_ARGUMENT, "ordo_push_opts.device_id=%d: the CPU is device 0",
               static_cast<int>(device_id));
 }
-}  // namespace
 
-ordo_status DeviceTable::start(const EngineConfig& cfg) {
-  if (cfg.kind == ORDO_ENGINE_NAIVE) return ORDO_OK;  // every route stays inline
+ordo_status DeviceTable::start(const EngineConfig& cfg, StreamManager::DoneFn gpu_done, void* ctx) {
+  if (cfg.kind == ORDO_ENGINE_NAIVE) return start_gpus(cfg, gpu_done, ctx);  // inline routes
   groups_[kCpu] = std::make_unique<WorkerGroup>(host_, "cpu", cfg.cpu_threads);
   DeviceGroups& cpu = devices_[0];
   if (cfg.kind == ORDO_ENGINE_POOLED) {
@@ -32,6 +34,52 @@ ordo_status DeviceTable::start(const EngineConfig& cfg) {
   if (groups_[kCpu]->ensure_started() != ORDO_OK) {
     return fail(ORDO_ERR_NO_MEMORY, "ordo_engine_create: could not start any worker thread");
   }
+  return start_gpus(cfg, gpu_done, ctx);
+}
+
+// An entry per GPU: its streams now (a GPU op may arrive at once), its groups' threads on their
+// first op, like the CPU's other groups. Nothing here when there is no GPU, so an engine on a
+// machine without one costs what it did before.
+ordo_status DeviceTable::start_gpus(const EngineConfig& cfg, StreamManager::DoneFn gpu_done,
+                                    void* ctx) {
+  DeviceApi* api = device_api();
+  const int32_t n = device_count(api, &no_gpu_reason_);
+  for (int32_t id = 0; id < n; ++id) {
+    auto sm = std::make_unique<StreamManager>(api, id, gpu_done, ctx);
+    const char* call = nullptr;
+    if (int e = sm->start(&call)) {
+      char msg[256];
+      sm->describe(e, call, msg, sizeof msg);
+      return fail(ORDO_ERR_NO_DEVICE, "ordo_engine_create: could not make GPU %d's streams: %s",
+                  static_cast<int>(id), msg);
+    }
+    gpus_.push_back(std::move(sm));
+    DeviceGroups& dev = devices_[num_devices_++];
+    dev.device_type = ORDO_DEVICE_GPU;
+    dev.device_id = id;
+    if (cfg.kind == ORDO_ENGINE_NAIVE) {
+      for (auto& r : dev.by_prop) r = nullptr;
+    } else if (cfg.kind == ORDO_ENGINE_POOLED) {
+      for (auto& r : dev.by_prop) r = groups_[kCpu].get();
+    } else {
+      // The callbacks only enqueue work, so few threads: kComputeStreams / 2 for compute (a
+      // CPU-prioritized GPU op runs there too), copy_threads per copy direction.
+      static const char* const kSuffix[3] = {"", "-h2d", "-d2h"};
+      const int threads[3] = {static_cast<int>(StreamManager::kComputeStreams / 2),
+                              cfg.copy_threads, cfg.copy_threads};
+      WorkerGroup* made[3];
+      for (int k = 0; k < 3; ++k) {
+        gpu_roles_.push_back("gpu" + std::to_string(id) + kSuffix[k]);
+        gpu_groups_.push_back(
+            std::make_unique<WorkerGroup>(host_, gpu_roles_.back().c_str(), threads[k]));
+        made[k] = gpu_groups_.back().get();
+      }
+      dev.by_prop[ORDO_PROP_NORMAL] = made[0];
+      dev.by_prop[ORDO_PROP_CPU_PRIORITIZED] = made[0];
+      dev.by_prop[ORDO_PROP_COPY_TO_DEVICE] = made[1];
+      dev.by_prop[ORDO_PROP_COPY_FROM_DEVICE] = made[2];
+    }
+  }
   return ORDO_OK;
 }
 
@@ -39,12 +87,15 @@ void DeviceTable::stop_and_join() {
   for (auto& group : groups_) {
     if (group) group->stop_and_join();
   }
+  for (auto& group : gpu_groups_) group->stop_and_join();
+  for (auto& sm : gpus_) sm->stop();  // the engine has drained: no event is left in flight
 }
 
 void DeviceTable::refill_workers() {
   for (auto& group : groups_) {
     if (group) group->refill();
   }
+  for (auto& group : gpu_groups_) group->refill();
 }
 
 ordo_status DeviceTable::route_slow(int32_t prop, int32_t device_type, int32_t device_id,
@@ -81,6 +132,7 @@ void DeviceTable::for_each_queue(F&& f) const {
     for (int p = 0; p < kNumGroups; ++p) {
       WorkerGroup* g = dev.by_prop[p];
       if (!g || (p > 0 && g == dev.by_prop[p - 1])) continue;  // inline, or shared: counted once
+      if (d > 0 && g == groups_[kCpu].get()) continue;  // a pooled GPU entry: the CPU's queue
       const bool shared = p + 1 < kNumGroups && dev.by_prop[p + 1] == g;
       f(dev, g, shared ? -1 : static_cast<int32_t>(p));
     }

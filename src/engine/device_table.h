@@ -1,13 +1,20 @@
-// DeviceTable: the engine's worker groups, found by device and property. Today one device, the
-// CPU, whose groups depend on the engine kind (naive: none, every op inline; pooled: one group
-// for every property; per_device: one group per property). A GPU will be an entry of its own,
-// with its compute and copy groups; a push routes through find_device, and the per-queue stats
+// DeviceTable: the engine's worker groups, found by device and property. The CPU's groups depend
+// on the engine kind (naive: none, every op inline; pooled: one group for every property;
+// per_device: one group per property). Each GPU the device backend reports (device_api(), at
+// most kMaxGpus) is an entry of its own with a StreamManager (its streams and event poller) and,
+// per_device, its own compute group and one group per copy direction (pooled: the CPU's group;
+// naive: inline). A push routes through find_device, and the per-queue stats
 // (ordo_engine_queue_stats) walk the same table.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <string>
+#include <vector>
 
+#include "device/device_count.h"
+#include "device/stream_manager.h"
 #include "engine/engine_config.h"
 #include "exec/worker_group.h"
 #include "ordo/ordo.h"
@@ -20,9 +27,11 @@ class DeviceTable {
   DeviceTable(const DeviceTable&) = delete;
   DeviceTable& operator=(const DeviceTable&) = delete;
 
-  // Creates the groups the engine's kind asks for and starts the normal CPU group's threads.
-  // ORDO_ERR_NO_MEMORY (with a message) when no worker thread could start.
-  ordo_status start(const EngineConfig& cfg);
+  // Creates the groups the engine's kind asks for and starts the normal CPU group's threads;
+  // then an entry per GPU with its streams (`gpu_done(ctx, ...)` reports their events).
+  // ORDO_ERR_NO_MEMORY (with a message) when no worker thread could start; ORDO_ERR_NO_DEVICE
+  // (with CUDA's message) when a GPU's streams could not be made.
+  ordo_status start(const EngineConfig& cfg, StreamManager::DoneFn gpu_done, void* ctx);
   // Stops and joins every group's threads (each drained before). Idempotent.
   void stop_and_join();
   // Gives every worker whose thread caller code ended a new thread (WorkerGroup::refill).
@@ -44,6 +53,9 @@ class DeviceTable {
   }
   // The CPU's normal group (where a throttled pusher helps), or nullptr (naive).
   WorkerGroup* cpu_group() const { return groups_[kCpu].get(); }
+  // GPU `id`'s streams (id < gpu_count()).
+  StreamManager* gpu(uint32_t id) const { return gpus_[id].get(); }
+  uint32_t gpu_count() const { return static_cast<uint32_t>(gpus_.size()); }
 
   // The ready queues (one per group, device by device), for ordo_engine_queue_stats.
   uint32_t queue_count() const;
@@ -60,9 +72,11 @@ class DeviceTable {
     int32_t device_id;
     WorkerGroup* by_prop[kNumGroups];
   };
-  static constexpr uint32_t kMaxDevices = 1;  // the CPU; GPUs raise it
+  static constexpr uint32_t kMaxDevices = 1 + kMaxGpus;  // the CPU, then GPU 0, 1, ...
 
   ordo_status route_slow(int32_t prop, int32_t device_type, int32_t device_id, WorkerGroup** out);
+  ordo_status start_gpus(const EngineConfig& cfg, StreamManager::DoneFn gpu_done, void* ctx);
+  ordo_status no_such_device(int32_t device_type, int32_t device_id) const;
   const DeviceGroups* find_device(int32_t device_type, int32_t device_id) const;
   template <class F>
   void for_each_queue(F&& f) const;
@@ -71,6 +85,11 @@ class DeviceTable {
   std::unique_ptr<WorkerGroup> groups_[kNumGroups];
   DeviceGroups devices_[kMaxDevices] = {{ORDO_DEVICE_CPU, 0, {}}};
   uint32_t num_devices_ = 1;
+  // Per GPU: its streams, and (per_device) its compute, h2d and d2h groups.
+  std::vector<std::unique_ptr<StreamManager>> gpus_;
+  std::vector<std::unique_ptr<WorkerGroup>> gpu_groups_;
+  std::deque<std::string> gpu_roles_;    // the groups' names (a deque: they never move)
+  const char* no_gpu_reason_ = nullptr;  // why there are no GPUs (static), or nullptr
 };
 
 }  // namespace ordo

@@ -20,11 +20,14 @@ uint64_t new_engine_uid() {
   return next.fetch_add(1, std::memory_order_relaxed);
 }
 
-// One lane per worker thread the config asks for (PendingCounts).
+// One lane per worker thread the config asks for (PendingCounts), the GPUs' included
+// (DeviceTable::start_gpus).
 uint32_t worker_count(const EngineConfig& cfg) {
   if (cfg.kind == ORDO_ENGINE_NAIVE) return 0;
   if (cfg.kind == ORDO_ENGINE_POOLED) return static_cast<uint32_t>(cfg.cpu_threads);
-  return static_cast<uint32_t>(cfg.cpu_threads + cfg.cpu_priority_threads + 2 * cfg.copy_threads);
+  const uint32_t per_gpu = StreamManager::kComputeStreams / 2 + 2 * cfg.copy_threads;
+  return static_cast<uint32_t>(cfg.cpu_threads + cfg.cpu_priority_threads + 2 * cfg.copy_threads) +
+         static_cast<uint32_t>(device_count()) * per_gpu;
 }
 
 }  // namespace
@@ -37,8 +40,8 @@ Engine::Engine(uint32_t tag, const EngineConfig& cfg)
       tracer_(cfg.trace_path ? std::make_unique<Tracer>(cfg.trace_path) : nullptr),
       counts_(worker_count(cfg), cfg.max_pending),
       prepared_(this, tag, vars_, push_),
-      runner_(
-          {this, tag, pool_, vars_, prepared_.table(), waits_, counts_, outcomes_, tracer_.get()}),
+      runner_({this, tag, pool_, vars_, prepared_.table(), waits_, counts_, outcomes_,
+               tracer_.get(), devices_}),
       push_({this, this, tag, cfg_, vars_, pool_, counts_, devices_, runner_}) {
   cfg_.trace_path = tracer_ ? tracer_->path().c_str() : nullptr;  // the caller's copy may go
 }
@@ -52,7 +55,7 @@ ordo_status Engine::start() {
   // Registers the process for membarrier now (once per process): the kernel takes milliseconds
   // for it (docs/PERFORMANCE.md), which the first push used to pay instead.
   AsymmetricFence::prepare();
-  if (ordo_status s = devices_.start(cfg_)) return s;
+  if (ordo_status s = devices_.start(cfg_, &OpRunner::gpu_done, &runner_)) return s;
   return finish_start();
 }
 

@@ -71,7 +71,8 @@ OpRunner::OpRunner(const Parts& parts)
       waits_(parts.waits),
       counts_(parts.counts),
       outcomes_(parts.outcomes),
-      tracer_(parts.tracer) {}
+      tracer_(parts.tracer),
+      devices_(parts.devices) {}
 
 Worker* OpRunner::current_worker() const {
   Worker* w = this_thread::worker;
@@ -96,15 +97,63 @@ void OpRunner::execute(OpBlock* op, Worker* self) {
     case OpKind::kPrepared:
       break;
   }
+  // A GPU op: one test of a field on the line already read, never taken by a CPU op.
+  if (__builtin_expect(op->device_type != ORDO_DEVICE_CPU, 0)) {
+    if (tracer_ != nullptr) {
+      run_user_op<true, true>(op, self);
+    } else {
+      run_user_op<false, true>(op, self);
+    }
+    return;
+  }
   // One test of tracer_ per op: the untraced instance has no tracing code at all.
   if (__builtin_expect(tracer_ != nullptr, 0)) {
-    run_user_op<true>(op, self);
+    run_user_op<true, false>(op, self);
   } else {
-    run_user_op<false>(op, self);
+    run_user_op<false, false>(op, self);
   }
 }
 
-template <bool kTraced>
+namespace {
+StreamManager::StreamKind stream_kind(uint8_t prop) {
+  switch (prop) {
+    case ORDO_PROP_COPY_TO_DEVICE:
+      return StreamManager::StreamKind::kToDevice;
+    case ORDO_PROP_COPY_FROM_DEVICE:
+      return StreamManager::StreamKind::kFromDevice;
+    default:
+      return StreamManager::StreamKind::kCompute;
+  }
+}
+
+// The op's failure for a device call that failed with `code`, in the device's own words.
+ErrorRecord* device_failure(OpBlock* op, StreamManager* gpu, int code, const char* call) {
+  gpu->api()->clear_error();
+  char msg[256];
+  gpu->describe(code, call, msg, sizeof msg);
+  return ErrorRecord::make(ORDO_ERR_OP_FAILED, op->op_name(), msg);
+}
+}  // namespace
+
+void OpRunner::gpu_done(void* ctx, uint64_t token, int error, const char* message) {
+  auto* runner = static_cast<OpRunner*>(ctx);
+  runner->complete(static_cast<uint32_t>(token >> 32), static_cast<uint32_t>(token),
+                   error != 0 ? ORDO_ERR_OP_FAILED : 0, message);
+}
+
+void OpRunner::track_gpu(OpBlock* op, StreamManager* gpu) {
+  ordo_completion handle;
+  defer(op, &handle);  // cannot fail: the callback did not defer
+  const uint64_t token = (static_cast<uint64_t>(op->gen) << 32) | op->index;
+  if (int e = gpu->track(op->stream, token)) {
+    ErrorRecord* f = device_failure(op, gpu, e, "cudaEventRecord");
+    op->async_error = f;  // completes the handle as ordo_complete would, with this failure
+    op->completion_gen.store(op->gen, std::memory_order_relaxed);
+    op->finish_refs.fetch_sub(1, std::memory_order_acq_rel);  // the caller's drop finalizes
+  }
+}
+
+template <bool kTraced, bool kGpu>
 void OpRunner::run_user_op(OpBlock* op, Worker* self) {
   op->set_state(OpState::kRunning);
   LinkCursor links(op);
@@ -120,6 +169,15 @@ void OpRunner::run_user_op(OpBlock* op, Worker* self) {
     finalize(op, ErrorRecord::retain(inherited), self);  // skipped: passes the error on
     return;
   }
+  StreamManager* gpu = nullptr;
+  if (kGpu) {
+    gpu = devices_.gpu(op->device_id);  // routing checked the id
+    if (int e = gpu->enter(stream_kind(op->prop), &op->stream)) {
+      if (kTraced) trace_op(op, self, start_ns, TraceOutcome::kFailed);
+      finalize(op, device_failure(op, gpu, e, "cudaSetDevice"), self);
+      return;
+    }
+  }
   ErrorRecord* failure;
   try {
     failure = call_user(op);
@@ -132,6 +190,9 @@ void OpRunner::run_user_op(OpBlock* op, Worker* self) {
              op->deferred ? TraceOutcome::kDeferred
                           : (failure ? TraceOutcome::kFailed : TraceOutcome::kOk));
   }
+  // A GPU op's callback has enqueued its work: it completes when the stream reaches its event
+  // (an op that deferred itself is completed by its caller, as on the CPU).
+  if (kGpu && !failure && !op->deferred) track_gpu(op, gpu);
   if (op->deferred) {
     // Whichever of "callback returned" and "ordo_complete" comes second finishes the op.
     if (op->finish_refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;

@@ -12,6 +12,7 @@
 #include "core/op_block.h"
 #include "core/op_pool.h"
 #include "core/var_table.h"
+#include "engine/device_table.h"
 #include "engine/op_outcomes.h"
 #include "engine/pending_counts.h"
 #include "engine/prepared.h"
@@ -37,6 +38,7 @@ class OpRunner {
     PendingCounts& counts;
     OpOutcomes& outcomes;
     Tracer* tracer;
+    const DeviceTable& devices;
   };
   explicit OpRunner(const Parts& parts);
   OpRunner(const OpRunner&) = delete;
@@ -54,10 +56,18 @@ class OpRunner {
   ordo_status complete(uint32_t gen, uint32_t index, int32_t code, const char* message);
   // This engine's worker that the calling thread is, or nullptr.
   Worker* current_worker() const;
+  // A GPU's StreamManager reports the event of a GPU op (`token`: its gen and index): the op
+  // completes, failed with the device's message when `error` is not 0.
+  static void gpu_done(void* ctx, uint64_t token, int error, const char* message);
 
  private:
-  template <bool kTraced>
+  // kGpu: the op runs on a GPU (device_type ORDO_DEVICE_GPU): current device and stream set
+  // before its callback, an event recorded after it, completed when the event fires.
+  template <bool kTraced, bool kGpu>
   void run_user_op(OpBlock* op, Worker* self);
+  // After a GPU op's callback returned: defers the op and records its event (a failed record
+  // completes it at once, failed with the device's message).
+  void track_gpu(OpBlock* op, StreamManager* gpu);
   // `failure` and `self`: finalize's, for a free_fn that ends the thread (free_fn_unwound).
   void release_user_data(OpBlock* op, ErrorRecord* failure, Worker* self);
   // An ordo_wait_for_var_async's op has its turn (engine/async_wait.cpp).
@@ -85,6 +95,7 @@ class OpRunner {
   PendingCounts& counts_;
   OpOutcomes& outcomes_;
   Tracer* const tracer_;
+  const DeviceTable& devices_;
 };
 
 }  // namespace ordo
