@@ -49,6 +49,12 @@ run 60 bash -c 'readelf -d "$0" | grep -q "Flags:.*NODELETE"' "$build/src/libord
 section "libordo.so loads anywhere: static TLS at most 512 bytes, no symbol newer than GLIBC_2.34"
 run 60 bash "$here/check_so_limits.sh" "$build/src/libordo.so"
 
+section "libordo.so loads and works without the CUDA toolkit's libraries (cudart dlopened, 0 GPUs)"
+run 60 bash "$here/check_cuda_loading.sh" "$build"
+
+section "internal: GPU ops on the simulated device (streams, events, errors, shutdown)"
+run 120 "$build/tests/ordo_gpu_sim_test"
+
 section "the ABI against abi/ (make abi-check: abidiff, and the header's constants)"
 run 120 bash "$here/../tools/abi_check.sh" "$build"
 

@@ -1,0 +1,300 @@
+// Internal test of GPU ops (issue #25) on the simulated device (src/device/sim_device.*): a plain
+// C++ program linked with the library's own objects and the test-only simulation, installed with
+// set_device_api_for_tests (not exported by libordo.so). It runs the engine's real GPU path:
+// DeviceTable's GPU entries, the StreamManager's streams and event poller, OpRunner's event
+// completion. Covered: device count and the no-GPU reason, round robin over the compute streams,
+// the copy streams, the current device and ordo_exec_get_info in the callback, completion only
+// once the stream reached the op's event, injected errors (a failing kernel, a failed
+// cudaSetDevice, a failed cudaEventRecord) poisoning vars with CUDA's message, two GPUs, the
+// three engine kinds, queue stats, and destroy with GPU work in flight.
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "device/device_api.h"
+#include "device/sim_device.h"
+#include "internal_check.h"
+#include "ordo/ordo.h"
+
+namespace {
+
+using internal_test::check;
+using ordo::SimDevice;
+
+SimDevice* g_sim = nullptr;
+
+ordo_engine* make_engine(int32_t kind) {
+  ordo_engine_config cfg;
+  ordo_engine_config_init(&cfg);
+  cfg.kind = kind;
+  cfg.cpu_threads = 2;
+  ordo_engine* e = nullptr;
+  ordo_status s = ordo_engine_create(&cfg, &e);
+  check(s == ORDO_OK, "ordo_engine_create", ordo_last_error_message());
+  return e;
+}
+
+ordo_push_opts gpu_opts(int32_t device, int32_t prop = ORDO_PROP_NORMAL) {
+  ordo_push_opts o;
+  ordo_push_opts_init(&o);
+  o.device_type = ORDO_DEVICE_GPU;
+  o.device_id = device;
+  o.prop = prop;
+  return o;
+}
+
+// What a GPU op saw, and a "kernel" it enqueues on its stream.
+struct Seen {
+  std::mutex mu;
+  std::map<void*, int> streams;  // stream -> ops run on it
+  std::set<int32_t> devices;
+  int mismatched = 0;  // current device or stream device != info.device_id
+  std::atomic<int> kernels_done{0};
+  int kernel_sleep_ms = 0;
+  int kernel_error = 0;
+};
+
+int32_t gpu_op(ordo_exec* exec, void* ud) {
+  auto* seen = static_cast<Seen*>(ud);
+  ordo_exec_info info;
+  info.struct_size = sizeof info;
+  if (ordo_exec_get_info(exec, &info) != ORDO_OK) return 99;
+  {
+    std::lock_guard<std::mutex> g(seen->mu);
+    seen->streams[info.stream]++;
+    seen->devices.insert(info.device_id);
+    if (info.device_type != ORDO_DEVICE_GPU || SimDevice::current_device() != info.device_id ||
+        g_sim->device_of(info.stream) != info.device_id) {
+      ++seen->mismatched;
+    }
+  }
+  const int sleep_ms = seen->kernel_sleep_ms;
+  g_sim->launch(
+      info.stream,
+      [seen, sleep_ms] {
+        if (sleep_ms) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+        seen->kernels_done.fetch_add(1);
+      },
+      seen->kernel_error);
+  return 0;
+}
+
+void test_device_count() {
+  int32_t n = -1;
+  ordo::set_device_api_for_tests(nullptr);
+  check(ordo_device_count(&n) == ORDO_OK && n == 0, "no GPU on this machine: count 0");
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  Seen seen;
+  ordo_push_opts o = gpu_opts(0);
+  check(ordo_opr_push(e, gpu_op, &seen, nullptr, 0, nullptr, 0, &o) == ORDO_ERR_NO_DEVICE,
+        "a GPU push without a GPU is NO_DEVICE");
+  const char* msg = ordo_last_error_message();
+  check(std::strstr(msg, "CUDA") != nullptr || std::strstr(msg, "driver") != nullptr ||
+            std::strstr(msg, "GPU was found") != nullptr,
+        "the NO_DEVICE message says why", msg);
+  std::printf("  no GPU: %s\n", msg);
+  ordo_engine_destroy(e);
+
+  ordo::set_device_api_for_tests(g_sim);
+  check(ordo_device_count(&n) == ORDO_OK && n == 2, "the simulation's 2 GPUs are counted");
+  e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  o = gpu_opts(2);
+  check(ordo_opr_push(e, gpu_op, &seen, nullptr, 0, nullptr, 0, &o) == ORDO_ERR_NO_DEVICE,
+        "GPU 2 of 2 is NO_DEVICE");
+  check(std::strstr(ordo_last_error_message(), "GPUs 0 to 1") != nullptr,
+        "the message names the GPUs there are", ordo_last_error_message());
+  ordo_engine_destroy(e);
+}
+
+void test_round_robin_and_info(int32_t kind, const char* kind_name) {
+  ordo_engine* e = make_engine(kind);
+  Seen seen;
+  constexpr int kOps = 32;
+  for (int i = 0; i < kOps; ++i) {
+    ordo_push_opts o = gpu_opts(0);
+    check(ordo_opr_push(e, gpu_op, &seen, nullptr, 0, nullptr, 0, &o) == ORDO_OK, "GPU push",
+          ordo_last_error_message());
+  }
+  check(ordo_wait_for_all(e) == ORDO_OK, "wait_for_all after GPU ops", ordo_last_error_message());
+  // Completed means the stream reached the op's event: every kernel has run.
+  check(seen.kernels_done.load() == kOps, "every kernel ran before the ops completed", kind_name);
+  check(seen.streams.size() == 4, "round robin over 4 compute streams", kind_name);
+  for (auto& [stream, count] : seen.streams) {
+    check(count == kOps / 4, "each compute stream got a quarter of the ops", kind_name);
+  }
+  check(seen.mismatched == 0, "callback runs with its GPU current, on its GPU's stream", kind_name);
+  ordo_engine_destroy(e);
+}
+
+void test_copy_streams() {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  Seen compute, up, down;
+  for (int i = 0; i < 8; ++i) {
+    ordo_push_opts o = gpu_opts(1);
+    ordo_opr_push(e, gpu_op, &compute, nullptr, 0, nullptr, 0, &o);
+    o = gpu_opts(1, ORDO_PROP_COPY_TO_DEVICE);
+    ordo_opr_push(e, gpu_op, &up, nullptr, 0, nullptr, 0, &o);
+    o = gpu_opts(1, ORDO_PROP_COPY_FROM_DEVICE);
+    ordo_opr_push(e, gpu_op, &down, nullptr, 0, nullptr, 0, &o);
+  }
+  check(ordo_wait_for_all(e) == ORDO_OK, "wait_for_all after copies");
+  check(up.streams.size() == 1 && down.streams.size() == 1, "one stream per copy direction");
+  void* h2d = up.streams.begin()->first;
+  void* d2h = down.streams.begin()->first;
+  check(h2d != d2h && !compute.streams.count(h2d) && !compute.streams.count(d2h),
+        "copy streams differ from each other and from the compute streams");
+  check(up.devices == std::set<int32_t>{1} && up.mismatched == 0 && down.mismatched == 0 &&
+            compute.mismatched == 0,
+        "GPU 1's ops run with GPU 1 current, on GPU 1's streams");
+  // The per_device engine lists the CPU's 4 queues and GPU 0's and 1's 3 each.
+  uint32_t queues = 0;
+  ordo_engine_queue_count(e, &queues);
+  check(queues == 4 + 2 * 3, "queue stats list each GPU's compute, h2d and d2h queues");
+  ordo_queue_stats qs;
+  qs.struct_size = sizeof qs;
+  check(ordo_engine_queue_stats(e, 4, &qs) == ORDO_OK && qs.device_type == ORDO_DEVICE_GPU &&
+            qs.device_id == 0 && std::strcmp(qs.name, "gpu0") == 0,
+        "queue 4 is GPU 0's compute queue");
+  ordo_engine_destroy(e);
+}
+
+// A CPU op after a GPU op on the same var starts only once the GPU op's kernel has finished.
+std::atomic<int> g_order_seen{-1};
+int32_t reader(ordo_exec*, void* ud) {
+  g_order_seen.store(static_cast<Seen*>(ud)->kernels_done.load());
+  return 0;
+}
+
+void test_event_completion() {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  ordo_var v;
+  ordo_var_new(e, &v);
+  Seen seen;
+  seen.kernel_sleep_ms = 50;
+  ordo_push_opts o = gpu_opts(0);
+  ordo_opr_push(e, gpu_op, &seen, nullptr, 0, &v, 1, &o);
+  ordo_opr_push(e, reader, &seen, &v, 1, nullptr, 0, nullptr);
+  check(ordo_wait_for_var(e, v) == ORDO_OK, "wait for the var");
+  check(g_order_seen.load() == 1, "the reader ran after the GPU op's kernel finished");
+  ordo_engine_destroy(e);
+}
+
+int32_t never_called(ordo_exec*, void* ud) {
+  static_cast<std::atomic<int>*>(ud)->fetch_add(1);
+  return 0;
+}
+
+void expect_var_error(ordo_engine* e, ordo_var v, const char* needle, const char* what) {
+  int32_t code = 0;
+  char buf[512] = {0};
+  ordo_var_get_error(e, v, &code, buf, sizeof buf);
+  check(code == ORDO_ERR_OP_FAILED, what, buf);
+  check(std::strstr(buf, needle) != nullptr, what, buf);
+}
+
+void test_injected_errors() {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  std::atomic<int> later_ran{0};
+
+  // A kernel that fails: its error comes back through the op's event.
+  ordo_var v;
+  ordo_var_new(e, &v);
+  Seen failing;
+  failing.kernel_error = SimDevice::kErrLaunchFailure;
+  ordo_push_opts o = gpu_opts(0);
+  ordo_opr_push(e, gpu_op, &failing, nullptr, 0, &v, 1, &o);
+  ordo_opr_push(e, never_called, &later_ran, &v, 1, nullptr, 0, nullptr);
+  check(ordo_wait_for_var(e, v) == ORDO_ERR_OP_FAILED, "a failed kernel fails its op");
+  expect_var_error(e, v, "unspecified launch failure", "the var holds CUDA's message");
+  expect_var_error(e, v, "cudaErrorLaunchFailure", "the var holds CUDA's error name");
+  check(later_ran.load() == 0, "the op after it is skipped");
+
+  // cudaSetDevice fails: the callback is not called.
+  ordo_var w;
+  ordo_var_new(e, &w);
+  g_sim->fail_next(SimDevice::Call::kSetDevice, SimDevice::kErrInvalidValue);
+  std::atomic<int> called{0};
+  ordo_opr_push(e, never_called, &called, nullptr, 0, &w, 1, &o);
+  check(ordo_wait_for_var(e, w) == ORDO_ERR_OP_FAILED, "a failed cudaSetDevice fails the op");
+  expect_var_error(e, w, "cudaSetDevice", "the message names cudaSetDevice");
+  check(called.load() == 0, "the callback of an op whose device could not be set is not called");
+
+  // cudaEventRecord fails: the op fails at once, with the message.
+  ordo_var x;
+  ordo_var_new(e, &x);
+  g_sim->fail_next(SimDevice::Call::kEventRecord, SimDevice::kErrInvalidValue);
+  Seen ok;
+  ordo_opr_push(e, gpu_op, &ok, nullptr, 0, &x, 1, &o);
+  check(ordo_wait_for_var(e, x) == ORDO_ERR_OP_FAILED, "a failed event record fails the op");
+  expect_var_error(e, x, "cudaEventRecord", "the message names cudaEventRecord");
+
+  // The error stays on its own vars: the next GPU op runs.
+  ordo_var y;
+  ordo_var_new(e, &y);
+  Seen fine;
+  ordo_opr_push(e, gpu_op, &fine, nullptr, 0, &y, 1, &o);
+  check(ordo_wait_for_var(e, y) == ORDO_OK, "a GPU op after the failures succeeds");
+  ordo_wait_for_all(e);  // the first failure is reported once
+  ordo_engine_destroy(e);
+}
+
+void test_shutdown_in_flight() {
+  for (int32_t kind : {ORDO_ENGINE_PER_DEVICE, ORDO_ENGINE_POOLED, ORDO_ENGINE_NAIVE}) {
+    const size_t streams_before = g_sim->live_streams();
+    ordo_engine* e = make_engine(kind);
+    check(g_sim->live_streams() == streams_before + 2 * 6, "6 streams per GPU");
+    Seen seen;
+    seen.kernel_sleep_ms = 5;
+    ordo_var v;
+    ordo_var_new(e, &v);
+    constexpr int kOps = 40;
+    for (int i = 0; i < kOps; ++i) {
+      ordo_push_opts o = gpu_opts(i % 2, i % 3 == 0 ? ORDO_PROP_COPY_TO_DEVICE : ORDO_PROP_NORMAL);
+      // Half chained through one var, half free.
+      if (i % 2) {
+        ordo_opr_push(e, gpu_op, &seen, nullptr, 0, &v, 1, &o);
+      } else {
+        ordo_opr_push(e, gpu_op, &seen, nullptr, 0, nullptr, 0, &o);
+      }
+    }
+    check(ordo_engine_destroy(e) == ORDO_OK, "destroy with GPU work in flight");
+    check(seen.kernels_done.load() == kOps, "destroy waited for every GPU op's work");
+    check(g_sim->live_streams() == streams_before, "destroy destroyed the engine's streams");
+    check(g_sim->live_events() == 0, "destroy destroyed the engine's events");
+  }
+}
+
+}  // namespace
+
+int main() {
+  SimDevice sim(2);
+  g_sim = &sim;
+  test_device_count();
+  std::printf("device count: done\n");
+  ordo::set_device_api_for_tests(&sim);
+  test_round_robin_and_info(ORDO_ENGINE_PER_DEVICE, "per_device");
+  test_round_robin_and_info(ORDO_ENGINE_POOLED, "pooled");
+  test_round_robin_and_info(ORDO_ENGINE_NAIVE, "naive");
+  std::printf("round robin: done\n");
+  test_copy_streams();
+  std::printf("copy streams: done\n");
+  test_event_completion();
+  std::printf("event completion: done\n");
+  test_injected_errors();
+  std::printf("injected errors: done\n");
+  test_shutdown_in_flight();
+  std::printf("shutdown in flight: done\n");
+  ordo::set_device_api_for_tests(nullptr);
+  if (internal_test::failed()) {
+    std::fprintf(stderr, "test_gpu_sim: %d check(s) failed\n", internal_test::failures());
+    return 1;
+  }
+  std::printf("test_gpu_sim: all checks passed\n");
+  return 0;
+}
