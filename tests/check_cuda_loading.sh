@@ -23,7 +23,7 @@ fi
 # The dynamic loader itself, told to ignore its cache: only the library's own folder and the
 # system's default folders are searched, never /usr/local/cuda.
 loader=$(readelf -l "$probe" | sed -n 's/.*interpreter: \(.*\)]/\1/p')
-out=$(env -u LD_LIBRARY_PATH LD_DEBUG=libs "$loader" --inhibit-cache --library-path "$build/src" \
+out=$(env -u LD_LIBRARY_PATH -u CUDA_HOME LD_DEBUG=libs "$loader" --inhibit-cache --library-path "$build/src" \
   "$probe" 2>"$build/no_gpu_probe.ld.log") || {
   echo "FAIL: the probe did not run (status $?)" >&2
   cat "$build/no_gpu_probe.ld.log" >&2

@@ -464,7 +464,9 @@ ORDO_API ordo_status ordo_engine_dump(ordo_engine* e, FILE* out);
 
 /** Number of GPUs this library can use (at most 16). 0 in a build without CUDA (meson option
  *  `cuda`), and on a machine without a GPU or a CUDA driver: a GPU push then returns
- *  ORDO_ERR_NO_DEVICE, whose message (ordo_last_error_message) says which. */
+ *  ORDO_ERR_NO_DEVICE, whose message (ordo_last_error_message) says which. The CUDA runtime
+ *  (libcudart.so of the toolkit ordo was built with) is loaded on first use from the loader's
+ *  path, else from $CUDA_HOME/lib64; libordo.so itself needs no CUDA library. */
 ORDO_API ordo_status ordo_device_count(int32_t* out);
 
 /* ------------------------------------------------------------------------------------------- */

@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "device/device_api.h"
 
@@ -91,9 +92,19 @@ class CudaDevice final : public DeviceApi {
     char soname[32];
     std::snprintf(soname, sizeof soname, "libcudart.so.%d", CUDART_VERSION / 1000);
     void* lib = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+    // A toolkit that is not registered with the loader (no ldconfig entry, no LD_LIBRARY_PATH)
+    // is found where the user says it lives: $CUDA_HOME/lib64.
+    const char* home = std::getenv("CUDA_HOME");
+    if (!lib && home && *home) {
+      char path[512];
+      std::snprintf(path, sizeof path, "%s/lib64/%s", home, soname);
+      lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    }
     if (!lib) {
       std::snprintf(why_buf_, sizeof why_buf_,
-                    "the CUDA runtime library (%s) was not found on the loader's path", soname);
+                    "the CUDA runtime library (%s) was found neither on the loader's path nor "
+                    "in $CUDA_HOME/lib64",
+                    soname);
       why_ = why_buf_;
       return;
     }
@@ -134,7 +145,7 @@ class CudaDevice final : public DeviceApi {
   Cudart rt_;
   int32_t count_ = 0;
   const char* why_ = nullptr;
-  char why_buf_[128] = {};
+  char why_buf_[256] = {};
 };
 
 }  // namespace
