@@ -99,7 +99,7 @@ run_tsan() {
   fi
   configure "$dir" -Db_sanitize=thread -Db_lundef=false -Dstatic_libstdcxx=false -Dinvariants=true \
     "${cxx_flags[@]}"
-  ninja -C "$dir" -j "$jobs" tests/ordo_tests_shim >/dev/null
+  ninja -C "$dir" -j "$jobs" tests/ordo_tests_shim tests/ordo_gpu_sim_test >/dev/null
   echo "   built in $(elapsed "$t0")"
 
   t1=$(now)
@@ -116,6 +116,18 @@ run_tsan() {
     return 1
   fi
   echo "   TSan: no report"
+  # GPU ops on the simulated device (streams and events on host threads, an event-polling thread
+  # per GPU): the engine's GPU path under TSan, on a machine without a GPU.
+  local gout="$dir/tsan-gpu-sim.out"
+  rc=0
+  TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1" \
+    "$dir/tests/ordo_gpu_sim_test" >"$gout" 2>&1 || rc=$?
+  if [ "$rc" != 0 ] || grep -q 'WARNING: ThreadSanitizer' "$gout"; then
+    echo "TSan (GPU ops on the simulated device): FAILED (output: $gout)" >&2
+    tail -80 "$gout" >&2
+    return 1
+  fi
+  echo "   TSan, GPU ops on the simulated device: no report"
 }
 
 t_all=$(now)
