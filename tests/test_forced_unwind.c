@@ -487,3 +487,95 @@ Test(forced_unwind, worker_replaced_when_a_wait_needs_it) {
   cr_assert_eq(atomic_load(&g_frees), 1);
   TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "destroy");
 }
+
+/* ---- a prepared op run inline whose push is unwound --------------------------------------- */
+
+/* The naive engine runs a prepared op inside ordo_opr_push_prepared; its callback ends the
+ * thread there. The op fails, and every reference on the prepared op is dropped on the way
+ * out: the push's own too (taken when the var list is too long to copy, over 16 vars), so that
+ * ordo_opr_delete then runs the free_fn, exactly once. */
+typedef struct prepared_pusher {
+  ordo_engine* e;
+  ordo_opr p;
+} prepared_pusher;
+
+static void* push_prepared_on_thread(void* arg) {
+  prepared_pusher* pp = arg;
+  ordo_opr_push_prepared(pp->e, pp->p, 0);
+  return NULL;
+}
+
+Test(forced_unwind, naive_prepared_push_unwound_drops_its_reference) {
+  static const size_t var_counts[] = {1, 16, 17, 40};
+  for (size_t k = 0; k < sizeof var_counts / sizeof var_counts[0]; ++k) {
+    const size_t n = var_counts[k];
+    atomic_init(&g_frees, 0);
+    atomic_init(&g_calls, 0);
+    ordo_engine* e = make_engine(ORDO_ENGINE_NAIVE, 0);
+    ordo_var vars[40];
+    for (size_t i = 0; i < n; ++i) vars[i] = new_var(e);
+    ordo_push_opts o = with_free("prepared exits");
+    prepared_pusher pp = {e, 0};
+    TU_ASSERT_ST(ordo_opr_new(e, exit_thread, NULL, NULL, 0, vars, n, &o, &pp.p), ORDO_OK, "new");
+    cr_assert_eq(on_thread(push_prepared_on_thread, &pp), EXIT_CODE, "%zu vars", n);
+    cr_assert_eq(atomic_load(&g_calls), 1);
+    assert_var_failed_with(e, vars[0], "thread exited");
+    assert_var_failed_with(e, vars[n - 1], "thread exited");
+    cr_assert_eq(atomic_load(&g_frees), 0, "%zu vars: free_fn ran before the delete", n);
+    TU_ASSERT_ST(ordo_opr_delete(e, pp.p), ORDO_OK, "delete");
+    cr_assert_eq(atomic_load(&g_frees), 1, "%zu vars: free_fn ran %d times after the delete", n,
+                 atomic_load(&g_frees));
+    TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "destroy");
+    cr_assert_eq(atomic_load(&g_frees), 1, "%zu vars: free_fn ran %d times", n,
+                 atomic_load(&g_frees));
+  }
+}
+
+/* The same, with the handle deleted inside the callback before it ends the thread: the push's
+ * reference is then the last, and its free_fn is due on the exiting thread, which runs no caller
+ * code: it is queued, and runs at the next wait. */
+static _Thread_local int tls_prepared_exiting;
+static atomic_int g_frees_on_exiting_thread;
+
+static void count_free_where(void* ud) {
+  (void)ud;
+  if (tls_prepared_exiting) atomic_fetch_add(&g_frees_on_exiting_thread, 1);
+  atomic_fetch_add(&g_frees, 1);
+}
+
+static int32_t delete_self_then_exit(ordo_exec* exec, void* ud) {
+  (void)exec;
+  prepared_pusher* pp = ud;
+  atomic_fetch_add(&g_calls, 1);
+  ordo_opr_delete(pp->e, pp->p);
+  tls_prepared_exiting = 1;
+  pthread_exit(EXIT_CODE);
+  return 0;
+}
+
+Test(forced_unwind, naive_prepared_push_unwound_last_reference) {
+  static const size_t var_counts[] = {1, 17};
+  for (size_t k = 0; k < sizeof var_counts / sizeof var_counts[0]; ++k) {
+    const size_t n = var_counts[k];
+    atomic_init(&g_frees, 0);
+    atomic_init(&g_calls, 0);
+    atomic_init(&g_frees_on_exiting_thread, 0);
+    ordo_engine* e = make_engine(ORDO_ENGINE_NAIVE, 0);
+    ordo_var vars[17];
+    for (size_t i = 0; i < n; ++i) vars[i] = new_var(e);
+    ordo_push_opts o = tu_opts_named("deletes itself, exits");
+    o.free_fn = count_free_where;
+    prepared_pusher pp = {e, 0};
+    TU_ASSERT_ST(ordo_opr_new(e, delete_self_then_exit, &pp, NULL, 0, vars, n, &o, &pp.p), ORDO_OK,
+                 "new");
+    cr_assert_eq(on_thread(push_prepared_on_thread, &pp), EXIT_CODE, "%zu vars", n);
+    cr_assert_eq(atomic_load(&g_calls), 1);
+    assert_var_failed_with(e, vars[n - 1], "thread exited"); /* a wait: runs what was queued */
+    cr_assert_eq(atomic_load(&g_frees), 1, "%zu vars: free_fn ran %d times", n,
+                 atomic_load(&g_frees));
+    cr_assert_eq(atomic_load(&g_frees_on_exiting_thread), 0, "%zu vars", n);
+    TU_ASSERT_ST(ordo_opr_push_prepared(e, pp.p, 0), ORDO_ERR_INVALID_HANDLE, "deleted");
+    TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "destroy");
+    cr_assert_eq(atomic_load(&g_frees), 1);
+  }
+}
