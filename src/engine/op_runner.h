@@ -52,12 +52,19 @@ class OpRunner {
   // ordo_exec_defer and ordo_complete.
   ordo_status defer(OpBlock* op, ordo_completion* out);
   ordo_status complete(uint32_t gen, uint32_t index, int32_t code, const char* message);
+  // ordo_complete inside a forced unwind's handler (under a ForcedUnwindScope): the op is
+  // finalized as by finalize_unwinding, so that the ops it makes ready to run inline on this
+  // thread fail uncalled. Its free_fn runs here: only for ordo's own ops (a pushed pipeline run
+  // whose pipe callback ended the thread), whose free_fn is no caller code.
+  ordo_status complete_unwinding(uint32_t gen, uint32_t index, int32_t code, const char* message);
   // This engine's worker that the calling thread is, or nullptr.
   Worker* current_worker() const;
 
  private:
   template <bool kTraced>
   void run_user_op(OpBlock* op, Worker* self);
+  template <bool kUnwinding>
+  ordo_status complete_as(uint32_t gen, uint32_t index, int32_t code, const char* message);
   // `failure` and `self`: finalize's, for a free_fn that ends the thread (free_fn_unwound).
   void release_user_data(OpBlock* op, ErrorRecord* failure, Worker* self);
   // An ordo_wait_for_var_async's op has its turn (engine/async_wait.cpp).
