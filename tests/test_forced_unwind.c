@@ -4,7 +4,8 @@
  * the GIL while the interpreter exits. The unwind passes through ordo (no "FATAL: exception not
  * rethrown" abort): the op fails with a message that says so, the thread exits, nothing hangs,
  * ops the thread would have run inline next fail without being called, queued free_fns run on
- * the next wait, and a worker thread so ended is replaced.
+ * the next wait, and a worker thread so ended is replaced. A pipe callback that ends its thread
+ * fails its pipeline run (OP_FAILED, the pipeline needs a reset) and nothing waits for good.
  *
  * Callbacks never assert: they record into atomics and the test thread asserts afterwards.
  */
@@ -486,4 +487,371 @@ Test(forced_unwind, worker_replaced_when_a_wait_needs_it) {
   assert_var_failed_with(e, v, "thread exited");
   cr_assert_eq(atomic_load(&g_frees), 1);
   TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "destroy");
+}
+
+/* ---- a prepared op run inline whose push is unwound --------------------------------------- */
+
+/* The naive engine runs a prepared op inside ordo_opr_push_prepared; its callback ends the
+ * thread there. The op fails, and every reference on the prepared op is dropped on the way
+ * out: the push's own too (taken when the var list is too long to copy, over 16 vars), so that
+ * ordo_opr_delete then runs the free_fn, exactly once. */
+typedef struct prepared_pusher {
+  ordo_engine* e;
+  ordo_opr p;
+} prepared_pusher;
+
+static void* push_prepared_on_thread(void* arg) {
+  prepared_pusher* pp = arg;
+  ordo_opr_push_prepared(pp->e, pp->p, 0);
+  return NULL;
+}
+
+Test(forced_unwind, naive_prepared_push_unwound_drops_its_reference) {
+  static const size_t var_counts[] = {1, 16, 17, 40};
+  for (size_t k = 0; k < sizeof var_counts / sizeof var_counts[0]; ++k) {
+    const size_t n = var_counts[k];
+    atomic_init(&g_frees, 0);
+    atomic_init(&g_calls, 0);
+    ordo_engine* e = make_engine(ORDO_ENGINE_NAIVE, 0);
+    ordo_var vars[40];
+    for (size_t i = 0; i < n; ++i) vars[i] = new_var(e);
+    ordo_push_opts o = with_free("prepared exits");
+    prepared_pusher pp = {e, 0};
+    TU_ASSERT_ST(ordo_opr_new(e, exit_thread, NULL, NULL, 0, vars, n, &o, &pp.p), ORDO_OK, "new");
+    cr_assert_eq(on_thread(push_prepared_on_thread, &pp), EXIT_CODE, "%zu vars", n);
+    cr_assert_eq(atomic_load(&g_calls), 1);
+    assert_var_failed_with(e, vars[0], "thread exited");
+    assert_var_failed_with(e, vars[n - 1], "thread exited");
+    cr_assert_eq(atomic_load(&g_frees), 0, "%zu vars: free_fn ran before the delete", n);
+    TU_ASSERT_ST(ordo_opr_delete(e, pp.p), ORDO_OK, "delete");
+    cr_assert_eq(atomic_load(&g_frees), 1, "%zu vars: free_fn ran %d times after the delete", n,
+                 atomic_load(&g_frees));
+    TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "destroy");
+    cr_assert_eq(atomic_load(&g_frees), 1, "%zu vars: free_fn ran %d times", n,
+                 atomic_load(&g_frees));
+  }
+}
+
+/* The same, with the handle deleted inside the callback before it ends the thread: the push's
+ * reference is then the last, and its free_fn is due on the exiting thread, which runs no caller
+ * code: it is queued, and runs at the next wait. */
+static _Thread_local int tls_prepared_exiting;
+static atomic_int g_frees_on_exiting_thread;
+
+static void count_free_where(void* ud) {
+  (void)ud;
+  if (tls_prepared_exiting) atomic_fetch_add(&g_frees_on_exiting_thread, 1);
+  atomic_fetch_add(&g_frees, 1);
+}
+
+static int32_t delete_self_then_exit(ordo_exec* exec, void* ud) {
+  (void)exec;
+  prepared_pusher* pp = ud;
+  atomic_fetch_add(&g_calls, 1);
+  ordo_opr_delete(pp->e, pp->p);
+  tls_prepared_exiting = 1;
+  pthread_exit(EXIT_CODE);
+  return 0;
+}
+
+Test(forced_unwind, naive_prepared_push_unwound_last_reference) {
+  static const size_t var_counts[] = {1, 17};
+  for (size_t k = 0; k < sizeof var_counts / sizeof var_counts[0]; ++k) {
+    const size_t n = var_counts[k];
+    atomic_init(&g_frees, 0);
+    atomic_init(&g_calls, 0);
+    atomic_init(&g_frees_on_exiting_thread, 0);
+    ordo_engine* e = make_engine(ORDO_ENGINE_NAIVE, 0);
+    ordo_var vars[17];
+    for (size_t i = 0; i < n; ++i) vars[i] = new_var(e);
+    ordo_push_opts o = tu_opts_named("deletes itself, exits");
+    o.free_fn = count_free_where;
+    prepared_pusher pp = {e, 0};
+    TU_ASSERT_ST(ordo_opr_new(e, delete_self_then_exit, &pp, NULL, 0, vars, n, &o, &pp.p), ORDO_OK,
+                 "new");
+    cr_assert_eq(on_thread(push_prepared_on_thread, &pp), EXIT_CODE, "%zu vars", n);
+    cr_assert_eq(atomic_load(&g_calls), 1);
+    assert_var_failed_with(e, vars[n - 1], "thread exited"); /* a wait: runs what was queued */
+    cr_assert_eq(atomic_load(&g_frees), 1, "%zu vars: free_fn ran %d times", n,
+                 atomic_load(&g_frees));
+    cr_assert_eq(atomic_load(&g_frees_on_exiting_thread), 0, "%zu vars", n);
+    TU_ASSERT_ST(ordo_opr_push_prepared(e, pp.p, 0), ORDO_ERR_INVALID_HANDLE, "deleted");
+    TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "destroy");
+    cr_assert_eq(atomic_load(&g_frees), 1);
+  }
+}
+
+/* ---- pipelines ----------------------------------------------------------------------------- *
+ * A pipe callback that ends its thread (pthread_exit, cancellation) ends the run as a failing
+ * pipe does: ORDO_ERR_OP_FAILED, a message that names the pipe, token and line, the tokens in
+ * flight drained without more callbacks, the pipeline then needs a reset. Nothing hangs, and the
+ * ending thread runs no caller code after the exit (a callback there could only start a second
+ * forced unwind, which aborts the process). */
+
+TestSuite(pipeline_unwind, .timeout = 30.0);
+
+#define PS ORDO_PIPE_SERIAL
+#define PP ORDO_PIPE_PARALLEL
+
+static _Thread_local int tls_exiting; /* this thread has begun to exit inside a pipe callback */
+
+typedef struct unwinding_pipes {
+  uint64_t stop;         /* pipe 0 stops on this token */
+  uint32_t exit_pipe;    /* this pipe's callback ends its thread ... */
+  uint64_t exit_token;   /* ... on this token (UINT64_MAX: never) */
+  int cancel;            /* instead of pthread_exit, sleep until cancelled */
+  atomic_int exited;     /* the exit has begun (once per run) */
+  atomic_int calls[3];   /* callbacks per pipe, tokens only (not pipe 0's stop) */
+  atomic_int after_exit; /* callbacks that started on a thread after it began to exit */
+} unwinding_pipes;
+
+static void unwinding_init(unwinding_pipes* u, uint64_t stop, uint32_t exit_pipe,
+                           uint64_t exit_token) {
+  memset(u, 0, sizeof *u);
+  u->stop = stop;
+  u->exit_pipe = exit_pipe;
+  u->exit_token = exit_token;
+}
+
+static void unwinding_rearm(unwinding_pipes* u) {
+  uint64_t stop = u->stop;
+  unwinding_init(u, stop, 0, UINT64_MAX);
+}
+
+static int32_t unwinding_pipe(ordo_pipeflow* pf, void* ud) {
+  unwinding_pipes* u = ud;
+  if (tls_exiting) atomic_fetch_add(&u->after_exit, 1);
+  const uint32_t pipe = ordo_pipeflow_pipe(pf);
+  const uint64_t token = ordo_pipeflow_token(pf);
+  if (pipe == 0 && token == u->stop) return ordo_pipeflow_stop(pf);
+  atomic_fetch_add(&u->calls[pipe], 1);
+  int not_yet = 0;
+  if (pipe == u->exit_pipe && token == u->exit_token &&
+      atomic_compare_exchange_strong(&u->exited, &not_yet, 1)) {
+    tls_exiting = 1;
+    if (u->cancel) {
+      atomic_store(&g_in_callback, 1);
+      for (;;) tu_sleep_ms(1000); /* a cancellation point */
+    }
+    pthread_exit(EXIT_CODE);
+  }
+  if (pipe != 0) tu_sleep_us(100); /* let tokens overlap on the workers */
+  return 0;
+}
+
+static ordo_pipeline* unwinding_pipeline(ordo_engine* e, unwinding_pipes* u) {
+  ordo_pipe pipes[3] = {{PS, unwinding_pipe, u}, {PS, unwinding_pipe, u}, {PP, unwinding_pipe, u}};
+  ordo_pipeline* p = NULL;
+  TU_ASSERT_ST(ordo_pipeline_create(e, 3, pipes, 3, &p), ORDO_OK, "create");
+  return p;
+}
+
+static void assert_mentions(const char* message, const char* words) {
+  cr_assert(strstr(message, words) != NULL, "'%s' not in: %s", words, message);
+}
+
+/* The run's message: the pipe, the token, its line, and that its thread exited. */
+static void assert_exit_message(const char* message, const unwinding_pipes* u) {
+  char pipe[32], token[48];
+  snprintf(pipe, sizeof pipe, "pipe %u", (unsigned)u->exit_pipe);
+  snprintf(token, sizeof token, "token %llu", (unsigned long long)u->exit_token);
+  assert_mentions(message, pipe);
+  assert_mentions(message, token);
+  assert_mentions(message, "(line ");
+  assert_mentions(message, "thread exited");
+  assert_mentions(message, "ordo_pipeline_reset");
+}
+
+/* After a run that a thread exit ended: the pipeline is not in flight but needs a reset; after
+ * one it runs every token again. */
+static void assert_needs_reset_then_runs(ordo_pipeline* p, unwinding_pipes* u) {
+  TU_ASSERT_ST(ordo_pipeline_run(p), ORDO_ERR_INVALID_STATE, "run before reset");
+  assert_mentions(ordo_last_error_message(), "call ordo_pipeline_reset");
+  TU_ASSERT_ST(ordo_pipeline_reset(p), ORDO_OK, "reset");
+  unwinding_rearm(u);
+  TU_ASSERT_ST(ordo_pipeline_run(p), ORDO_OK, "run after reset");
+  for (int f = 0; f < 3; ++f) {
+    cr_assert_eq(atomic_load(&u->calls[f]), (int)u->stop, "pipe %d: %d calls", f,
+                 atomic_load(&u->calls[f]));
+  }
+}
+
+typedef struct run_on_thread {
+  ordo_pipeline* p;
+  ordo_status status; /* never set when the thread ends inside the run */
+} run_on_thread;
+
+static void* run_pipeline_thread(void* arg) {
+  run_on_thread* r = arg;
+  r->status = ordo_pipeline_run(r->p);
+  return NULL;
+}
+
+/* The naive engine runs every step on the thread that called ordo_pipeline_run: the exit ends
+ * that thread, so the run's end is seen on the pipeline (not in flight, needs a reset). */
+Test(pipeline_unwind, naive_run_thread_exits_in_a_pipe) {
+  static const struct {
+    uint32_t pipe;
+    uint64_t token;
+  } cases[] = {{0, 0}, {0, 4}, {1, 3}, {2, 5}, {2, 19}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
+    ordo_engine* e = make_engine(ORDO_ENGINE_NAIVE, 0);
+    unwinding_pipes u;
+    unwinding_init(&u, 20, cases[k].pipe, cases[k].token);
+    ordo_pipeline* p = unwinding_pipeline(e, &u);
+    run_on_thread r = {p, -1};
+    cr_assert_eq(on_thread(run_pipeline_thread, &r), EXIT_CODE, "pipe %u", cases[k].pipe);
+    cr_assert_eq(r.status, -1, "the run returned instead of ending the thread");
+    cr_assert_eq(atomic_load(&u.exited), 1);
+    cr_assert_eq(atomic_load(&u.after_exit), 0, "callbacks ran on the exiting thread");
+    /* As for any op whose callback ends its thread, the engine counts the op that ran the
+     * step as failed (and, naive, the steps' ops queued behind it on that thread). */
+    TU_ASSERT_ST(ordo_wait_for_all(e), ORDO_ERR_OP_FAILED, "wait_all");
+    assert_mentions(ordo_last_error_message(), "'ordo_pipeline'");
+    assert_mentions(ordo_last_error_message(), "thread exited");
+    TU_ASSERT_ST(ordo_wait_for_all(e), ORDO_OK, "wait_all");
+    /* No token went past the pipe that exited once the exit began. */
+    for (uint32_t f = cases[k].pipe + 1; f < 3; ++f) {
+      cr_assert_leq(atomic_load(&u.calls[f]), (int)cases[k].token, "pipe %u", f);
+    }
+    assert_needs_reset_then_runs(p, &u);
+    TU_ASSERT_ST(ordo_pipeline_destroy(p), ORDO_OK, "destroy pipeline");
+    TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "destroy");
+  }
+}
+
+/* The same, with the thread cancelled inside a pipe callback. */
+Test(pipeline_unwind, naive_run_thread_cancelled_in_a_pipe) {
+  atomic_init(&g_in_callback, 0);
+  ordo_engine* e = make_engine(ORDO_ENGINE_NAIVE, 0);
+  unwinding_pipes u;
+  unwinding_init(&u, 20, 1, 6);
+  u.cancel = 1;
+  ordo_pipeline* p = unwinding_pipeline(e, &u);
+  run_on_thread r = {p, -1};
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, run_pipeline_thread, &r), 0);
+  cr_assert(tu_wait_eq(&g_in_callback, 1, 5000));
+  cr_assert_eq(pthread_cancel(t), 0);
+  void* ret = NULL;
+  cr_assert_eq(pthread_join(t, &ret), 0);
+  cr_assert_eq(ret, PTHREAD_CANCELED);
+  cr_assert_eq(r.status, -1);
+  cr_assert_eq(atomic_load(&u.after_exit), 0);
+  assert_needs_reset_then_runs(p, &u);
+  TU_ASSERT_ST(ordo_pipeline_destroy(p), ORDO_OK, "destroy pipeline");
+  TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "destroy");
+}
+
+/* A pushed run's op fails, with the run's message, and whoever waits on its vars wakes. */
+static void assert_pushed_run_failed(ordo_engine* e, ordo_var v, const unwinding_pipes* u) {
+  TU_ASSERT_ST(ordo_wait_for_var_timeout(e, v, TU_MS_NS(10000)), ORDO_ERR_OP_FAILED, "wait");
+  char message[512] = "";
+  int32_t code = 0;
+  TU_ASSERT_ST(ordo_var_get_error(e, v, &code, message, sizeof message), ORDO_OK, "get_error");
+  cr_assert_eq(code, ORDO_ERR_OP_FAILED);
+  assert_exit_message(message, u);
+}
+
+/* After a pushed run that a thread exit ended: a push needs a reset first; then it runs. */
+static void assert_push_needs_reset_then_runs(ordo_engine* e, ordo_pipeline* p, ordo_var v,
+                                              unwinding_pipes* u) {
+  TU_ASSERT_ST(ordo_pipeline_push(p, NULL, 0, &v, 1, NULL), ORDO_ERR_INVALID_STATE, "push");
+  assert_mentions(ordo_last_error_message(), "call ordo_pipeline_reset");
+  TU_ASSERT_ST(ordo_pipeline_reset(p), ORDO_OK, "reset");
+  TU_ASSERT_ST(ordo_var_clear_error(e, v), ORDO_OK, "clear");
+  unwinding_rearm(u);
+  TU_ASSERT_ST(ordo_pipeline_push(p, NULL, 0, &v, 1, NULL), ORDO_OK, "push after reset");
+  TU_ASSERT_ST(ordo_wait_for_var_timeout(e, v, TU_MS_NS(10000)), ORDO_OK, "wait");
+  for (int f = 0; f < 3; ++f) cr_assert_eq(atomic_load(&u->calls[f]), (int)u->stop, "pipe %d", f);
+}
+
+typedef struct push_on_thread {
+  ordo_pipeline* p;
+  ordo_var v;
+  ordo_status status;
+} push_on_thread;
+
+static void* push_pipeline_thread(void* arg) {
+  push_on_thread* r = arg;
+  r->status = ordo_pipeline_push(r->p, NULL, 0, &r->v, 1, NULL);
+  return NULL;
+}
+
+/* The naive engine runs a pushed run inside the push: the exit ends the pushing thread, and the
+ * waiters on the run's vars wake with its failure. */
+Test(pipeline_unwind, naive_pushed_run_thread_exits_in_a_pipe) {
+  static const struct {
+    uint32_t pipe;
+    uint64_t token;
+  } cases[] = {{0, 2}, {1, 3}, {2, 7}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
+    ordo_engine* e = make_engine(ORDO_ENGINE_NAIVE, 0);
+    unwinding_pipes u;
+    unwinding_init(&u, 20, cases[k].pipe, cases[k].token);
+    ordo_pipeline* p = unwinding_pipeline(e, &u);
+    push_on_thread r = {p, new_var(e), -1};
+    cr_assert_eq(on_thread(push_pipeline_thread, &r), EXIT_CODE, "pipe %u", cases[k].pipe);
+    cr_assert_eq(r.status, -1, "the push returned instead of ending the thread");
+    cr_assert_eq(atomic_load(&u.after_exit), 0, "callbacks ran on the exiting thread");
+    assert_pushed_run_failed(e, r.v, &u);
+    assert_push_needs_reset_then_runs(e, p, r.v, &u);
+    TU_ASSERT_ST(ordo_pipeline_destroy(p), ORDO_OK, "destroy pipeline");
+    TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "destroy");
+  }
+}
+
+/* Worker engines: a worker's thread exits inside a pipe callback. ordo_pipeline_run returns the
+ * failure; the worker is replaced (one worker: nothing else would run the steps after it). */
+Test(pipeline_unwind, worker_exits_in_a_pipe_during_run) {
+  static const struct {
+    uint32_t pipe;
+    uint64_t token;
+  } cases[] = {{0, 5}, {1, 3}, {2, 8}};
+  for (int k = 0; k < TU_NUM_THREADED_KINDS; ++k) {
+    for (int32_t workers = 1; workers <= 2; ++workers) {
+      for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+        const int32_t kind = tu_threaded_kinds[k];
+        ordo_engine* e = make_engine(kind, workers);
+        unwinding_pipes u;
+        unwinding_init(&u, 30, cases[c].pipe, cases[c].token);
+        ordo_pipeline* p = unwinding_pipeline(e, &u);
+        TU_ASSERT_ST(ordo_pipeline_run(p), ORDO_ERR_OP_FAILED, tu_kind_name(kind));
+        assert_exit_message(ordo_last_error_message(), &u);
+        cr_assert_eq(atomic_load(&u.after_exit), 0, "callbacks ran on the exiting thread");
+        TU_ASSERT_ST(ordo_wait_for_all(e), ORDO_ERR_OP_FAILED, "wait_all: the step's op");
+        assert_mentions(ordo_last_error_message(), "'ordo_pipeline'");
+        assert_needs_reset_then_runs(p, &u);
+        uint32_t n = cpu_workers(e);
+        for (int i = 0; i < 400 && n != (uint32_t)workers; ++i) {
+          tu_sleep_ms(5);
+          ordo_wait_for_all(e);
+          n = cpu_workers(e);
+        }
+        cr_assert_eq(n, (uint32_t)workers, "%s: %u workers", tu_kind_name(kind), n);
+        TU_ASSERT_ST(ordo_pipeline_destroy(p), ORDO_OK, "destroy pipeline");
+        TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "destroy");
+      }
+    }
+  }
+}
+
+/* A pushed run on worker engines: its waiters wake with the failure. */
+Test(pipeline_unwind, worker_exits_in_a_pipe_of_a_pushed_run) {
+  for (int k = 0; k < TU_NUM_THREADED_KINDS; ++k) {
+    for (int32_t workers = 1; workers <= 2; ++workers) {
+      const int32_t kind = tu_threaded_kinds[k];
+      ordo_engine* e = make_engine(kind, workers);
+      unwinding_pipes u;
+      unwinding_init(&u, 30, 2, 4);
+      ordo_pipeline* p = unwinding_pipeline(e, &u);
+      ordo_var v = new_var(e);
+      TU_ASSERT_ST(ordo_pipeline_push(p, NULL, 0, &v, 1, NULL), ORDO_OK, "push");
+      assert_pushed_run_failed(e, v, &u);
+      cr_assert_eq(atomic_load(&u.after_exit), 0, "callbacks ran on the exiting thread");
+      assert_push_needs_reset_then_runs(e, p, v, &u);
+      TU_ASSERT_ST(ordo_pipeline_destroy(p), ORDO_OK, "destroy pipeline");
+      TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "destroy");
+    }
+  }
 }

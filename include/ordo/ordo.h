@@ -44,8 +44,9 @@
  *    exception that is not C++, such as a Rust panic through a "C-unwind" callback, which ordo
  *    never swallows) passes through ordo and goes on ending the thread: ordo first fails the op (ORDO_ERR_OP_FAILED, "the
  *    callback's thread exited"; an op that had deferred waits for its ordo_complete as usual;
- *    a free_fn's op completes as it was going to), releases its vars and wakes its waiters, so
- *    nothing hangs and nothing aborts. On its way out the thread runs no more caller code (a
+ *    a free_fn's op completes as it was going to; a pipe callback's pipeline run fails as
+ *    pipeline.h says), releases its vars and wakes its waiters, so nothing hangs and nothing
+ *    aborts. On its way out the thread runs no more caller code (a
  *    second forced unwind during the first would abort the process): ops it would have run
  *    inline next (the naive engine, ORDO_PROP_ASYNC) fail without being called ("not run"),
  *    and the free_fns and ordo_wait_fns it would have called are queued, to run on the next

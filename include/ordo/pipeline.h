@@ -69,8 +69,16 @@ typedef struct ordo_pipeflow ordo_pipeflow;
  * unwind (a C++ exception escaping it is caught and counts as failure ORDO_ERR_OP_FAILED;
  * longjmp out of it is forbidden, see ordo.h). A forced unwind (pthread_exit, cancellation,
  * Python ending a thread at interpreter exit) passes through and ends the thread without
- * aborting the process, but in this version the run it belongs to then never ends: a thread
- * that waits for that run (ordo_pipeline_run, a wait on a pushed run's vars) waits for good.
+ * aborting the process, and ends the run as a failing callback does: ORDO_ERR_OP_FAILED (a
+ * pushed run's op fails with that code, and the waiters on its vars wake), the message naming
+ * the pipe, the token and its line and saying that the callback's thread exited; the tokens in
+ * flight are drained without calling more callbacks, and the pipeline needs a reset. The exiting
+ * thread finishes its share of the run on its way out and runs no more caller code (see ordo.h);
+ * on the naive engine it is the thread that called ordo_pipeline_run or ordo_pipeline_push,
+ * which then never returns: the pipeline is free again once the thread has exited. As for any
+ * op whose callback ends its thread, the engine also counts the op that ran the step (named
+ * "ordo_pipeline") as failed: the next ordo_wait_for_all reports it. A worker thread so ended
+ * is replaced as ordo.h says (ordo_pipeline_run waits on the engine as ordo_wait_for_all does).
  */
 typedef int32_t (*ordo_pipe_fn)(ordo_pipeflow* pf, void* user_data);
 
@@ -105,8 +113,9 @@ ORDO_API ordo_status ordo_pipeline_create(ordo_engine* e, uint32_t num_lines,
  * Returns ORDO_OK; ORDO_ERR_TOKENS_DROPPED when tokens were still deferred or ready at the end
  * (the message gives how many and the first ids; ordo_pipeline_dropped lists them; every other
  * result of the run is intact and the pipeline may run again); ORDO_ERR_OP_FAILED when a pipe
- * callback failed (the message names the pipe, the token, its line and the code; the tokens in
- * flight are drained without calling more callbacks; the pipeline then needs a reset);
+ * callback failed, threw or ended its thread (the message names the pipe, the token, its line
+ * and the code; the tokens in flight are drained without calling more callbacks; the pipeline
+ * then needs a reset);
  * ORDO_ERR_NO_MEMORY when the deferral tables could not grow (the run ends as after a failure).
  * Errors before anything runs: INVALID_ARGUMENT (NULL), INVALID_HANDLE, INVALID_STATE (a run of
  * this pipeline is in flight, pushed or not; or the last run failed and it was not reset),

@@ -8,6 +8,7 @@
 #include "api/engine_registry.h"
 #include "api/entry.h"
 #include "api/pipeline_registry.h"
+#include "base/foreign_exception.h"
 #include "base/last_error.h"
 #include "ordo/ordo.h"
 #include "pipeline/pipeflow.h"
@@ -137,11 +138,30 @@ ORDO_API ordo_status ordo_pipeline_run(ordo_pipeline* p) {
       pipeline->claim();
     }
     RunWaiter waiter;
-    if (ordo_status s = pipeline->start(RunEnd{&RunWaiter::on_end, &waiter}, 0)) {
-      pipeline->release();
-      return s;  // nothing ran; the engine said why
+    ordo_status started;
+    try {
+      started = pipeline->start(RunEnd{&RunWaiter::on_end, &waiter}, 0);
+    } catch (...) {
+      if (foreign_exception_in_flight()) {
+        // A pipe callback ran on this thread (the naive engine runs the steps inside start())
+        // and ended it: the run has ended (or ends once the other threads' steps have; the
+        // waiter lives on this stack until then). This thread does not return the status: the
+        // pipeline is free again, and needs a reset.
+        waiter.wait();
+        pipeline->release();
+      }
+      throw;
     }
+    if (started != ORDO_OK) {
+      pipeline->release();
+      return started;  // nothing ran; the engine said why
+    }
+    // A wait on the engine, as ordo_wait_for_all is: a worker thread that a pipe callback ended
+    // gets a successor at once (the run's steps may need it).
+    Engine* const engine = pipeline->engine();
+    engine->begin_waiting();
     waiter.wait();
+    engine->end_waiting();
     const ordo_status s = pipeline->status();
     if (s != ORDO_OK) fail(s, "%s: %s", api, pipeline->message());
     pipeline->release();

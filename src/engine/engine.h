@@ -84,6 +84,11 @@ class Engine final : public WorkerHost {
   ordo_status complete(uint32_t gen, uint32_t index, int32_t code, const char* message) {
     return runner_.complete(gen, index, code, message);
   }
+  // complete() inside a forced unwind's handler, for ordo's own deferred ops only (see
+  // OpRunner::complete_unwinding): a pushed pipeline run whose pipe callback ended the thread.
+  ordo_status complete_unwinding(uint32_t gen, uint32_t index, int32_t code, const char* message) {
+    return runner_.complete_unwinding(gen, index, code, message);
+  }
 
   // --- observability (SPEC §9) ---
   void stats(ordo_stats* out) const;

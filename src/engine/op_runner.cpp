@@ -214,7 +214,12 @@ ordo_status OpRunner::defer(OpBlock* op, ordo_completion* out) {
   return ORDO_OK;
 }
 
-ordo_status OpRunner::complete(uint32_t gen, uint32_t index, int32_t code, const char* message) {
+// ordo_complete, and its form inside a forced unwind's handler.
+template <bool kUnwinding>
+__attribute__((always_inline)) inline ordo_status OpRunner::complete_as(uint32_t gen,
+                                                                        uint32_t index,
+                                                                        int32_t code,
+                                                                        const char* message) {
   OpBlock* op = pool_.find(index);
   uint32_t armed = gen | OpBlock::kArmed;
   // The CAS disarms the handle: a second call, or a stale handle, fails here.
@@ -225,9 +230,22 @@ ordo_status OpRunner::complete(uint32_t gen, uint32_t index, int32_t code, const
   if (code != 0) op->async_error = ErrorRecord::make(code, op->op_name(), message);
   if (op->finish_refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     this_thread::BusyScope busy(engine_);
-    finalize(op, op->async_error, current_worker());
+    if (kUnwinding) {
+      finalize_unwinding(op, op->async_error, current_worker());
+    } else {
+      finalize(op, op->async_error, current_worker());
+    }
   }
   return ORDO_OK;
+}
+
+ordo_status OpRunner::complete(uint32_t gen, uint32_t index, int32_t code, const char* message) {
+  return complete_as<false>(gen, index, code, message);
+}
+
+ordo_status OpRunner::complete_unwinding(uint32_t gen, uint32_t index, int32_t code,
+                                         const char* message) {
+  return complete_as<true>(gen, index, code, message);
 }
 
 // Publishes the op's outcome on each var, releases its grants, recycles it, and hands on

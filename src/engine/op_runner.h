@@ -54,6 +54,11 @@ class OpRunner {
   // ordo_exec_defer and ordo_complete.
   ordo_status defer(OpBlock* op, ordo_completion* out);
   ordo_status complete(uint32_t gen, uint32_t index, int32_t code, const char* message);
+  // ordo_complete inside a forced unwind's handler (under a ForcedUnwindScope): the op is
+  // finalized as by finalize_unwinding, so that the ops it makes ready to run inline on this
+  // thread fail uncalled. Its free_fn runs here: only for ordo's own ops (a pushed pipeline run
+  // whose pipe callback ended the thread), whose free_fn is no caller code.
+  ordo_status complete_unwinding(uint32_t gen, uint32_t index, int32_t code, const char* message);
   // This engine's worker that the calling thread is, or nullptr.
   Worker* current_worker() const;
   // A GPU's StreamManager reports the event of a GPU op (`token`: its gen and index): the op
@@ -68,6 +73,8 @@ class OpRunner {
   // After a GPU op's callback returned: defers the op and records its event (a failed record
   // completes it at once, failed with the device's message).
   void track_gpu(OpBlock* op, StreamManager* gpu);
+  template <bool kUnwinding>
+  ordo_status complete_as(uint32_t gen, uint32_t index, int32_t code, const char* message);
   // `failure` and `self`: finalize's, for a free_fn that ends the thread (free_fn_unwound).
   void release_user_data(OpBlock* op, ErrorRecord* failure, Worker* self);
   // An ordo_wait_for_var_async's op has its turn (engine/async_wait.cpp).

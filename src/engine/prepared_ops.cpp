@@ -6,6 +6,7 @@
 
 #include "base/last_error.h"
 #include "core/handle_bits.h"
+#include "engine/deferred_calls.h"
 #include "engine/thread_state.h"
 
 namespace ordo {
@@ -88,7 +89,20 @@ ordo_status PreparedOps::push(ordo_opr opr, int32_t priority) {
   } else {
     p->retain();
   }
-  ordo_status s = push_.push_resolved(spec, p->group, copied ? copy : p->refs.data(), n);
+  ordo_status s;
+  try {
+    s = push_.push_resolved(spec, p->group, copied ? copy : p->refs.data(), n);
+  } catch (...) {
+    // Only a forced unwind gets out of a push: the op ran inline (the naive engine, an
+    // ORDO_PROP_ASYNC op) and its callback ended the thread. The op has been finished (its
+    // reference dropped); this push's own goes too, or the free_fn would never run. The thread
+    // runs no caller code now: a free_fn due here is queued (deferred_calls.h).
+    if (!copied && p->release()) {
+      ForcedUnwindScope no_caller_code;
+      finish(p);
+    }
+    throw;
+  }
   if (s != ORDO_OK && p->release()) finish(p);  // the op's reference: never pushed
   if (!copied && p->release()) finish(p);       // this push's own
   return s;

@@ -34,7 +34,7 @@ int32_t call_pipe(ordo_pipe_fn fn, void* user_data, Pipeflow* pf, bool* threw) {
   } catch (...) {
     if (foreign_exception_in_flight()) {
       // A forced unwind (pthread_exit, cancellation) must go on, or glibc aborts the process.
-      // Not handled further yet: the step, and so the run, never finishes (docs: pipeline.h).
+      // The step and the line task fail the run on its way out (steps.cpp, line_tasks.cpp).
       tls_pipe = outer;
       throw;
     }

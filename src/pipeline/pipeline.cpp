@@ -7,6 +7,7 @@
 
 #include "base/last_error.h"
 #include "core/handle_bits.h"
+#include "engine/deferred_calls.h"
 
 namespace ordo {
 
@@ -127,13 +128,18 @@ void Pipeline::describe_end() {
     needs_reset_ = true;
     status_ = ORDO_ERR_OP_FAILED;
     op_code_ = f.code;
+    const char* how = f.how == Ended::kThrew ? "threw a C++ exception"
+                      : f.how == Ended::kExited
+                          ? "ended its thread (the callback's thread exited: a forced unwind, "
+                            "pthread_exit or thread cancellation)"
+                          : "failed";
     std::snprintf(message_, sizeof message_,
                   "pipe %u %s on token %" PRIu64
                   " (line %u); the run was abandoned and the pipeline needs "
                   "ordo_pipeline_reset%s%s",
-                  static_cast<unsigned>(f.pipe), f.threw ? "threw a C++ exception" : "failed",
-                  f.token, static_cast<unsigned>(f.line), dropped[0] ? "; " : "", dropped);
-    if (!f.threw) {
+                  static_cast<unsigned>(f.pipe), how, f.token, static_cast<unsigned>(f.line),
+                  dropped[0] ? "; " : "", dropped);
+    if (f.how == Ended::kReturned) {
       const size_t len = std::strlen(message_);
       std::snprintf(message_ + len, sizeof message_ - len, " (code %d)", static_cast<int>(f.code));
     }
@@ -178,9 +184,15 @@ void Pipeline::complete_pushed(void* pipeline) {
   Engine* const engine = p->engine_;
   const HandleBits h = HandleBits::decode(p->completion_);
   const int32_t code = p->op_code_;
+  const char* message = code != 0 ? p->message_ : nullptr;
   // The op's free_fn releases the pipeline, and whoever waits for its vars may then destroy it:
-  // this is the last touch.
-  engine->complete(h.gen, h.index, code, code != 0 ? p->message_ : nullptr);
+  // this is the last touch. A pipe callback that ended this thread ends the run inside the
+  // unwind's handler: the ops the completion makes ready to run inline here fail uncalled.
+  if (__builtin_expect(in_forced_unwind(), 0)) {
+    engine->complete_unwinding(h.gen, h.index, code, message);
+  } else {
+    engine->complete(h.gen, h.index, code, message);
+  }
 }
 
 void Pipeline::run_op_finished(void* user_data) {

@@ -78,12 +78,15 @@ class Pipeline {
  private:
   friend int32_t line_task(ordo_exec* exec, void* pipeline);
 
+  // How a failing callback ended: it returned a non-zero code, threw a C++ exception, or ended
+  // its thread (a forced unwind: pthread_exit, cancellation).
+  enum class Ended : uint8_t { kReturned, kThrew, kExited };
   struct Failure {
     int32_t code = 0;
     uint32_t pipe = 0;
     uint32_t line = 0;
     uint64_t token = 0;
-    bool threw = false;
+    Ended how = Ended::kReturned;
   };
 
   bool serial(uint32_t pipe) const { return types_[pipe] == ORDO_PIPE_SERIAL; }
@@ -93,13 +96,19 @@ class Pipeline {
   void offer();
   ordo_status push_task();
   void release_hold();
+  // A pipe callback ended this thread (a forced unwind): the line task that ran it finishes
+  // its share of the run before the unwind goes on (see line_tasks.cpp).
+  void task_unwound(bool tasks_run_inline);
+  void drain_unwinding();
   // steps.cpp
   int execute(Cell& c, Cell** ready);
+  int count_down(uint32_t line, uint32_t pipe, Cell** ready);
+  void step_unwound(Cell& c);
   bool first_pipe(uint32_t line);
   void later_pipe(uint32_t line, uint32_t pipe);
   void stop_generating(uint32_t line);
   int pass_stop(uint32_t line, Cell** ready);
-  void fail_pipe(uint32_t pipe, uint32_t line, uint64_t token, int32_t code, bool threw);
+  void fail_pipe(uint32_t pipe, uint32_t line, uint64_t token, int32_t code, Ended how);
   void fail_run(ordo_status status);
   // pipeline.cpp
   void finish();
@@ -133,8 +142,8 @@ class Pipeline {
   CellStash stash_;
   std::atomic<int32_t> waiting_tasks_{0};
   std::atomic<int64_t> holds_{0};
-  // A callback failed: no further callback starts; the cells pass their tokens on untouched so
-  // that every token leaves and the run ends.
+  // A callback failed (or ended its thread): no further callback starts; the cells pass their
+  // tokens on untouched so that every token leaves and the run ends.
   std::atomic<bool> aborting_{false};
   std::atomic<bool> failure_claimed_{false};
   Failure failure_;

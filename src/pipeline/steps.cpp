@@ -9,22 +9,10 @@
 
 namespace ordo {
 
-// Runs one cell and counts it done for the cells that wait for it; puts those it made runnable
-// in ready[] (the one for this thread to run next first) and returns how many.
-int Pipeline::execute(Cell& c, Cell** ready) {
-  const uint32_t line = c.line;
-  const uint32_t pipe = c.pipe;
-  if (pipe == 0) {
-    c.join.store(ORDO_PIPE_SERIAL, std::memory_order_relaxed);  // re-armed for its next use
-    if (stopping_) return pass_stop(line, ready);
-    if (!first_pipe(line)) {
-      stop_generating(line);
-      return pass_stop(line, ready);
-    }
-  } else {
-    if (serial(pipe)) c.join.store(ORDO_PIPE_SERIAL, std::memory_order_relaxed);
-    if (!aborting_.load(std::memory_order_relaxed)) later_pipe(line, pipe);
-  }
+// Counts the step of `pipe` on `line` done for the cells that wait for it; puts those it made
+// runnable in ready[] (the one for this thread to run next first) and returns how many.
+__attribute__((always_inline)) inline int Pipeline::count_down(uint32_t line, uint32_t pipe,
+                                                               Cell** ready) {
   const uint32_t num_pipes = grid_.num_pipes();
   const uint32_t num_lines = grid_.num_lines();
   // A cell whose counter a step brings to 0 is this step's to run or hand on; nobody waits.
@@ -48,6 +36,41 @@ int Pipeline::execute(Cell& c, Cell** ready) {
   return n;
 }
 
+// Runs one cell and counts it done for the cells that wait for it; puts those it made runnable
+// in ready[] (the one for this thread to run next first) and returns how many.
+int Pipeline::execute(Cell& c, Cell** ready) {
+  const uint32_t line = c.line;
+  const uint32_t pipe = c.pipe;
+  if (pipe == 0) {
+    c.join.store(ORDO_PIPE_SERIAL, std::memory_order_relaxed);  // re-armed for its next use
+    if (stopping_) return pass_stop(line, ready);
+    if (!first_pipe(line)) {
+      stop_generating(line);
+      return pass_stop(line, ready);
+    }
+  } else {
+    if (serial(pipe)) c.join.store(ORDO_PIPE_SERIAL, std::memory_order_relaxed);
+    if (!aborting_.load(std::memory_order_relaxed)) later_pipe(line, pipe);
+  }
+  return count_down(line, pipe, ready);
+}
+
+// The callback of cell `c` ended this thread (a forced unwind; fail_pipe has recorded it and
+// set aborting_): the cell ends as after a failing callback, and the cells that makes runnable
+// go to the stash, where this thread's line task drains them (task_unwound) without calling
+// any callback.
+void Pipeline::step_unwound(Cell& c) {
+  Cell* ready[2];
+  int n;
+  if (c.pipe == 0) {
+    stop_generating(c.line);
+    n = pass_stop(c.line, ready);
+  } else {
+    n = count_down(c.line, c.pipe, ready);
+  }
+  for (int i = 0; i < n; ++i) stash_.put(ready[i]);
+}
+
 // One pipe-0 step on `line` (pipeline.md §3.2): invocations until a token is accepted (true) or
 // generation ends (false: stop, a failure, or a failure elsewhere).
 bool Pipeline::first_pipe(uint32_t line) {
@@ -61,11 +84,18 @@ bool Pipeline::first_pipe(uint32_t line) {
       tokens_.begin_invocation();
       Pipeflow pf{&tokens_, d.token, d.deferrals, line, 0, false};
       bool threw = false;
-      const int32_t code = call_pipe(p.fn, p.user_data, &pf, &threw);
+      int32_t code;
+      try {
+        code = call_pipe(p.fn, p.user_data, &pf, &threw);
+      } catch (...) {  // only a forced unwind gets out of a callback: it ended this thread
+        // Named in the failure as a failing token is (below).
+        fail_pipe(0, line, d.token, ORDO_ERR_OP_FAILED, Ended::kExited);
+        throw;  // Pipeline::drive ends the step, the line task the run's share of this thread
+      }
       if (code != 0) {
         // Like a stop, a failing fresh token is not counted, and a resumed one is named in the
         // failure rather than in the dropped list.
-        fail_pipe(0, line, d.token, code, threw);
+        fail_pipe(0, line, d.token, code, threw ? Ended::kThrew : Ended::kReturned);
         return false;
       }
       if (pf.stop) {
@@ -100,8 +130,14 @@ void Pipeline::later_pipe(uint32_t line, uint32_t pipe) {
   Pipeflow pf{nullptr, t.token, t.deferrals, line, pipe, false};
   const ordo_pipe& p = pipes_[pipe];
   bool threw = false;
-  const int32_t code = call_pipe(p.fn, p.user_data, &pf, &threw);
-  if (code != 0) fail_pipe(pipe, line, t.token, code, threw);
+  int32_t code;
+  try {
+    code = call_pipe(p.fn, p.user_data, &pf, &threw);
+  } catch (...) {  // only a forced unwind gets out of a callback: it ended this thread
+    fail_pipe(pipe, line, t.token, ORDO_ERR_OP_FAILED, Ended::kExited);
+    throw;  // Pipeline::drive ends the step, the line task the run's share of this thread
+  }
+  if (code != 0) fail_pipe(pipe, line, t.token, code, threw ? Ended::kThrew : Ended::kReturned);
 }
 
 // Pipe 0 will not run again in this run. What is still deferred or ready is dropped (TF-BUG
@@ -128,10 +164,14 @@ int Pipeline::pass_stop(uint32_t line, Cell** ready) {
   return 1;
 }
 
-// The first failure of the run is the one reported; it stops every later callback.
-void Pipeline::fail_pipe(uint32_t pipe, uint32_t line, uint64_t token, int32_t code, bool threw) {
-  if (failure_claimed_.exchange(true, std::memory_order_acq_rel)) return;
-  failure_ = Failure{code, pipe, line, token, threw};
+// The first failure of the run is the one reported; it stops every later callback. Each
+// failing thread sets aborting_ itself, even when another claimed the failure first (and may not
+// have set it yet): a thread whose callback ended it must see it set, since it then drains
+// cells and may call no callback.
+void Pipeline::fail_pipe(uint32_t pipe, uint32_t line, uint64_t token, int32_t code, Ended how) {
+  if (!failure_claimed_.exchange(true, std::memory_order_acq_rel)) {
+    failure_ = Failure{code, pipe, line, token, how};
+  }
   aborting_.store(true, std::memory_order_release);
 }
 
