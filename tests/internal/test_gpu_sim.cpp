@@ -6,7 +6,9 @@
 // the copy streams, the current device and ordo_exec_get_info in the callback, completion only
 // once the stream reached the op's event, injected errors (a failing kernel, a failed
 // cudaSetDevice, a failed cudaEventRecord) poisoning vars with CUDA's message, two GPUs, the
-// three engine kinds, queue stats, and destroy with GPU work in flight.
+// three engine kinds, queue stats, cross-stream dependencies (released when the producer's
+// event fired; a failed producer poisons its consumer uncalled), and destroy with GPU work in
+// flight.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +18,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "device/device_api.h"
 #include "device/sim_device.h"
@@ -270,6 +273,127 @@ void test_shutdown_in_flight() {
   }
 }
 
+// Cross-stream dependencies (issue #25 item 4). What the engine does today: a GPU op that reads
+// a var written by a GPU op on another stream of the same GPU is released when the producer's
+// event has *fired* (a host round trip through the polling thread), not when it is recorded; so
+// its callback sees the producer's kernel finished, and its own kernel runs after it. Early
+// release through cudaStreamWaitEvent is not implemented (docs/ARCHITECTURE.md §7).
+struct Chain {
+  std::mutex mu;
+  std::vector<std::string> order;  // "P kernel", "C callback", "C kernel", in the order they ran
+  std::atomic<int> producer_done{0};
+  int producer_seen_by_consumer = -1;
+  void* producer_stream = nullptr;
+  void* consumer_stream = nullptr;
+  int producer_error = 0;
+  void note(const char* what) {
+    std::lock_guard<std::mutex> g(mu);
+    order.push_back(what);
+  }
+};
+
+void* stream_of(ordo_exec* exec) {
+  ordo_exec_info info;
+  info.struct_size = sizeof info;
+  return ordo_exec_get_info(exec, &info) == ORDO_OK ? info.stream : nullptr;
+}
+
+int32_t chain_producer(ordo_exec* exec, void* ud) {
+  auto* c = static_cast<Chain*>(ud);
+  c->producer_stream = stream_of(exec);
+  g_sim->launch(
+      c->producer_stream,
+      [c] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(60));
+        c->note("P kernel");
+        c->producer_done.store(1);
+      },
+      c->producer_error);
+  return 0;
+}
+
+int32_t chain_consumer(ordo_exec* exec, void* ud) {
+  auto* c = static_cast<Chain*>(ud);
+  c->consumer_stream = stream_of(exec);
+  c->producer_seen_by_consumer = c->producer_done.load();
+  c->note("C callback");
+  g_sim->launch(c->consumer_stream, [c] { c->note("C kernel"); });
+  return 0;
+}
+
+void test_cross_stream_dependency(int32_t kind, const char* kind_name) {
+  ordo_engine* e = make_engine(kind);
+  ordo_var v;
+  ordo_var_new(e, &v);
+  Chain c;
+  ordo_push_opts o = gpu_opts(0);
+  check(ordo_opr_push(e, chain_producer, &c, nullptr, 0, &v, 1, &o) == ORDO_OK, "producer push");
+  check(ordo_opr_push(e, chain_consumer, &c, &v, 1, nullptr, 0, &o) == ORDO_OK, "consumer push");
+  check(ordo_wait_for_var(e, v) == ORDO_OK, "wait for the chain", kind_name);
+  check(c.producer_stream && c.consumer_stream && c.producer_stream != c.consumer_stream,
+        "producer and consumer on two compute streams (round robin)", kind_name);
+  check(c.producer_seen_by_consumer == 1,
+        "the consumer is released once the producer's event fired (no early start)", kind_name);
+  check(c.order == std::vector<std::string>{"P kernel", "C callback", "C kernel"},
+        "producer kernel, then consumer callback, then consumer kernel", kind_name);
+  ordo_engine_destroy(e);
+}
+
+void test_cross_stream_failing_producer() {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  ordo_var v, out;
+  ordo_var_new(e, &v);
+  ordo_var_new(e, &out);
+  Chain c;
+  c.producer_error = SimDevice::kErrLaunchFailure;
+  ordo_push_opts o = gpu_opts(0);
+  ordo_opr_push(e, chain_producer, &c, nullptr, 0, &v, 1, &o);
+  ordo_opr_push(e, chain_consumer, &c, &v, 1, &out, 1, &o);
+  check(ordo_wait_for_var(e, out) == ORDO_ERR_OP_FAILED,
+        "the consumer's output is poisoned by the failed producer");
+  expect_var_error(e, out, "unspecified launch failure", "the consumer's var holds CUDA's message");
+  check(c.consumer_stream == nullptr && c.producer_seen_by_consumer == -1,
+        "the consumer of a failed GPU producer is not called");
+  check(c.order == std::vector<std::string>{"P kernel"}, "only the producer's kernel ran");
+  ordo_wait_for_all(e);
+  ordo_engine_destroy(e);
+}
+
+// The simulation's stream_wait_event really orders two streams: what early release would rely
+// on. Stream B waits for an event recorded on stream A after a long kernel.
+void test_sim_stream_wait_event() {
+  g_sim->set_device(0);
+  void* a = nullptr;
+  void* b = nullptr;
+  void* ev = nullptr;
+  check(g_sim->stream_create(&a) == 0 && g_sim->stream_create(&b) == 0, "sim streams");
+  check(g_sim->event_create(&ev) == 0, "sim event");
+  std::mutex mu;
+  std::vector<std::string> order;
+  auto note = [&](const char* s) {
+    std::lock_guard<std::mutex> g(mu);
+    order.push_back(s);
+  };
+  g_sim->launch(a, [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    note("A");
+  });
+  check(g_sim->event_record(ev, a) == 0, "record on A");
+  check(g_sim->stream_wait_event(b, ev) == 0, "B waits for A's event");
+  g_sim->launch(b, [&] { note("B"); });
+  void* done = nullptr;
+  g_sim->event_create(&done);
+  g_sim->event_record(done, b);
+  while (g_sim->event_query(done) == ordo::DeviceApi::kNotReady) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  check(order == std::vector<std::string>{"A", "B"}, "B's kernel ran after A's");
+  g_sim->stream_destroy(a);
+  g_sim->stream_destroy(b);
+  g_sim->event_destroy(ev);
+  g_sim->event_destroy(done);
+}
+
 }  // namespace
 
 int main() {
@@ -288,6 +412,11 @@ int main() {
   std::printf("event completion: done\n");
   test_injected_errors();
   std::printf("injected errors: done\n");
+  test_sim_stream_wait_event();
+  test_cross_stream_dependency(ORDO_ENGINE_PER_DEVICE, "per_device");
+  test_cross_stream_dependency(ORDO_ENGINE_POOLED, "pooled");
+  test_cross_stream_failing_producer();
+  std::printf("cross-stream dependencies: done\n");
   test_shutdown_in_flight();
   std::printf("shutdown in flight: done\n");
   ordo::set_device_api_for_tests(nullptr);
