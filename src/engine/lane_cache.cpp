@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include <new>
+
 #include "base/hot_tls.h"
 #include "engine/engine.h"
 #include "engine/engine_lookup.h"
@@ -70,9 +72,19 @@ struct LaneCache {
   }
 };
 
-// Trivially destructible on purpose: its lanes are given back by a pthread key destructor
-// (ThreadExitHook), not by a thread_local destructor.
-thread_local LaneCache tls_lanes;
+// On the heap, allocated at the thread's first lane claim (lane_cache()): a dlopen'ed library's
+// thread-locals come out of glibc's small static TLS surplus, shared by every library loaded that
+// way (tests/check_so_limits.sh), and the cache's 104 bytes were the largest of ordo's. Its
+// lanes are given back and the cache freed by a pthread key destructor (ThreadExitHook), not a
+// thread_local destructor.
+ORDO_HOT_TLS LaneCache* tls_lanes = nullptr;
+
+// This thread's cache, allocated on first use; nullptr when out of memory. Out of line: only a
+// push that misses the last lane used comes here.
+[[gnu::noinline]] LaneCache* lane_cache() {
+  if (!tls_lanes) tls_lanes = new (std::nothrow) LaneCache();
+  return tls_lanes;
+}
 // The last lane used: checked first, without touching tls_lanes.
 ORDO_HOT_TLS uint64_t tls_last_uid = 0;
 ORDO_HOT_TLS PushLane* tls_last_lane = nullptr;
@@ -108,6 +120,8 @@ class ThreadExitHook {
   }
   static void on_thread_exit(void* cache) {
     for (auto& e : static_cast<LaneCache*>(cache)->entries) give_back(e);
+    delete static_cast<LaneCache*>(cache);
+    tls_lanes = nullptr;
     tls_last_uid = 0;
     tls_last_lane = nullptr;
     tls_lanes_gone = true;
@@ -122,7 +136,9 @@ PushLane* claim_lane(Engine* engine) {
   const uint64_t uid = engine->uid();
   if (tls_last_uid == uid) return tls_last_lane;
   if (tls_lanes_gone) return nullptr;  // the thread is exiting: the shared lane
-  LaneCache& cache = tls_lanes;
+  LaneCache* cached = lane_cache();
+  if (!cached) return nullptr;
+  LaneCache& cache = *cached;
   for (auto& e : cache.entries) {
     if (e.uid == uid) {
       tls_last_uid = uid;
