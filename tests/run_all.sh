@@ -55,6 +55,14 @@ run 60 bash "$here/check_cuda_loading.sh" "$build"
 section "internal: GPU ops on the simulated device (streams, events, errors, shutdown)"
 run 120 "$build/tests/ordo_gpu_sim_test"
 
+section "real GPU: kernels on ordo's streams and copy streams (each test skips with the reason without a GPU)"
+# Built only where the CUDA toolkit is (nvcc, cudart); the main suite's test_gpu_real.c needs none.
+if [[ -x "$build/tests/ordo_gpu_kernels_test" ]]; then
+  run 300 "$build/tests/ordo_gpu_kernels_test" --jobs=2
+else
+  echo "not built: no CUDA toolkit (meson option cuda)"
+fi
+
 section "the ABI against abi/ (make abi-check: abidiff, and the header's constants)"
 run 120 bash "$here/../tools/abi_check.sh" "$build"
 
