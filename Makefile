@@ -4,6 +4,11 @@
 #   make quickstart  build and run the smallest example (examples/quickstart.c)
 #   make pipeline-demo  a frame pipeline whose B-frames defer to their future reference frames
 #                 (examples/pipeline_frames.c): prints decode order and display order
+#   make gpu-demo the same tiled Cholesky on a GPU (examples/gpu_cholesky.cu: cuBLAS/cuSOLVER tile
+#                 kernels on ordo's streams, beside cusolverDnDpotrf); GPU_ARGS="--n 8192 --tile 512"
+#                 (built when the CUDA toolkit is; without a GPU it says why and exits 0)
+#   make bench-gpu  launch overhead: empty kernels as ordo GPU ops against raw <<<>>> launches
+#                 (bench/gpu_launch.cu); GPU_ARGS="--n 20000" for a quick run
 #   make test     build and run every test (sanitizer builds and short fuzz/stress runs included)
 #   make bench    build and run the benchmarks against the peers (installs them when missing);
 #                 BENCH_ARGS="--ops 200000 --only AB" for a quick run, "--rounds 3" to interleave
@@ -31,8 +36,8 @@ STRESS_PROCS ?= 1
 FUZZ_PIN ?= 0
 FUZZ_PROCS ?= 1
 
-.PHONY: all deps configure run quickstart pipeline-demo test bench fuzz stress abi-check abi-dump \
-	install clean
+.PHONY: all deps configure run quickstart pipeline-demo gpu-demo bench-gpu test bench fuzz stress \
+	abi-check abi-dump install clean
 
 all: configure
 	$(MESON) compile -C $(BUILD) -j $(JOBS)
@@ -53,6 +58,17 @@ quickstart: all
 
 pipeline-demo: all
 	$(BUILD)/examples/pipeline_frames
+
+# Built only where meson found the CUDA toolkit (nvcc, cudart, cuBLAS, cuSOLVER).
+gpu-demo: all
+	@test -x $(BUILD)/examples/gpu_cholesky || \
+	  { echo "examples/gpu_cholesky not built: no CUDA toolkit (meson option cuda)" >&2; exit 1; }
+	$(BUILD)/examples/gpu_cholesky $(GPU_ARGS)
+
+bench-gpu: all
+	@test -x $(BUILD)/bench/gpu_launch || \
+	  { echo "bench/gpu_launch not built: no CUDA toolkit (meson option cuda)" >&2; exit 1; }
+	$(BUILD)/bench/gpu_launch $(GPU_ARGS)
 
 test: all
 	bash tests/run_all.sh $(BUILD)
