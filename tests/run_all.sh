@@ -61,7 +61,9 @@ if [[ -x "$build/tests/ordo_gpu_kernels_test" ]]; then
   run 300 "$build/tests/ordo_gpu_kernels_test" --jobs=2
   # The GPU demo, small, with its residual check (make gpu-demo runs N=16384), and the launch
   # benchmark, short (make bench-gpu); both print "no GPU: ..." and exit 0 without one.
-  run 300 "$build/examples/gpu_cholesky" --n 2000 --tile 256 --reps 1
+  if [[ -x "$build/examples/gpu_cholesky" ]]; then # needs cuBLAS and cuSOLVER too
+    run 300 "$build/examples/gpu_cholesky" --n 2000 --tile 256 --reps 1
+  fi
   run 300 "$build/bench/gpu_launch" --n 5000 --chain-n 1000 --reps 1
 else
   echo "not built: no CUDA toolkit (meson option cuda)"

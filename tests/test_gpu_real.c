@@ -3,8 +3,10 @@
  * driver. Where there is none (ordo_device_count is 0: built without CUDA, no runtime, no
  * driver, no device), every test is skipped with the reason a GPU push gives. The simulated
  * device (tests/internal/test_gpu_sim.cpp) covers the engine's GPU path on machines without one.
- * Kernels (vector add, H2D -> kernel -> D2H chains) are not here yet: this file is C and runs no
- * kernel of its own; the GPU ops enqueue no work, which still exercises streams and events.
+ * This file runs no kernel (its GPU ops enqueue no work, which still exercises streams and
+ * events) and needs no CUDA library; the tests with real kernels (vector add, H2D -> kernel ->
+ * D2H chains, failing kernels) are tests/test_gpu_kernels.c, a program of its own linked with
+ * the CUDA runtime, built where the toolkit is.
  *
  * Callbacks never assert: they record into atomics and the test thread asserts afterwards.
  */
