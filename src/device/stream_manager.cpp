@@ -5,8 +5,13 @@
 
 namespace ordo {
 
-StreamManager::StreamManager(DeviceApi* api, int32_t device, DoneFn done, void* ctx)
-    : api_(api), device_(device), done_(done), ctx_(ctx) {}
+StreamManager::StreamManager(DeviceApi* api, int32_t device, uint32_t compute_streams, DoneFn done,
+                             void* ctx)
+    : api_(api),
+      device_(device),
+      done_(done),
+      ctx_(ctx),
+      compute_(compute_streams < 1 ? 1 : compute_streams, nullptr) {}
 
 StreamManager::~StreamManager() {
   stop();
@@ -73,7 +78,7 @@ int StreamManager::enter(StreamKind kind, void** stream) {
       *stream = from_device_;
       break;
     case StreamKind::kCompute:
-      *stream = compute_[next_compute_.fetch_add(1, std::memory_order_relaxed) % kComputeStreams];
+      *stream = compute_[next_compute_.fetch_add(1, std::memory_order_relaxed) % compute_.size()];
       break;
   }
   return 0;

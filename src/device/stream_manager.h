@@ -1,5 +1,6 @@
 // StreamManager: one GPU's streams and the thread that watches their events (SPEC §7, issue
-// #25). kComputeStreams compute streams, taken round robin, and one stream per copy direction,
+// #25). A configured number of compute streams (ordo_engine_config.gpu_compute_streams), taken
+// round robin, and one stream per copy direction,
 // so that uploads, kernels and downloads overlap. After a GPU op's callback has enqueued its
 // work and returned, track() records an event on the op's stream; the manager's polling thread
 // queries the events in flight and calls the completion function once one has fired (or failed:
@@ -20,15 +21,14 @@ namespace ordo {
 
 class StreamManager {
  public:
-  // The number of compute streams per GPU (a config field later: issue #25 item 2).
-  static constexpr uint32_t kComputeStreams = 4;
   enum class StreamKind { kCompute, kToDevice, kFromDevice };
   // done(ctx, token, error, message): the work before the event of `token` has finished
   // (error 0, message nullptr) or failed (the backend's code and a message naming it). Called on
   // the manager's thread, never under its lock; it may call track() again.
   using DoneFn = void (*)(void* ctx, uint64_t token, int error, const char* message);
 
-  StreamManager(DeviceApi* api, int32_t device, DoneFn done, void* ctx);
+  // `compute_streams`: how many compute streams (at least 1).
+  StreamManager(DeviceApi* api, int32_t device, uint32_t compute_streams, DoneFn done, void* ctx);
   ~StreamManager();
   StreamManager(const StreamManager&) = delete;
   StreamManager& operator=(const StreamManager&) = delete;
@@ -52,6 +52,7 @@ class StreamManager {
   // Events recorded and not yet reported.
   uint32_t in_flight() const { return in_flight_.load(std::memory_order_acquire); }
   void* compute_stream(uint32_t i) const { return compute_[i]; }
+  uint32_t compute_streams() const { return static_cast<uint32_t>(compute_.size()); }
 
   // Formats "CUDA error <code> (<name>): <message> [<call> on GPU <n>]" into buf.
   void describe(int code, const char* call, char* buf, size_t cap) const;
@@ -68,7 +69,7 @@ class StreamManager {
   const int32_t device_;
   const DoneFn done_;
   void* const ctx_;
-  void* compute_[kComputeStreams] = {};
+  std::vector<void*> compute_;  // sized in the constructor, never resized
   void* to_device_ = nullptr;
   void* from_device_ = nullptr;
   std::atomic<uint32_t> next_compute_{0};

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -32,11 +33,15 @@ using ordo::SimDevice;
 
 SimDevice* g_sim = nullptr;
 
-ordo_engine* make_engine(int32_t kind) {
+// `streams`, `waits`: ordo_engine_config.gpu_compute_streams and gpu_stream_waits (0: env, else
+// the default).
+ordo_engine* make_engine(int32_t kind, int32_t streams = 0, int32_t waits = 0) {
   ordo_engine_config cfg;
   ordo_engine_config_init(&cfg);
   cfg.kind = kind;
   cfg.cpu_threads = 2;
+  cfg.gpu_compute_streams = streams;
+  cfg.gpu_stream_waits = waits;
   ordo_engine* e = nullptr;
   ordo_status s = ordo_engine_create(&cfg, &e);
   check(s == ORDO_OK, "ordo_engine_create", ordo_last_error_message());
@@ -115,10 +120,20 @@ void test_device_count() {
   ordo_engine_destroy(e);
 }
 
-void test_round_robin_and_info(int32_t kind, const char* kind_name) {
-  ordo_engine* e = make_engine(kind);
+// `streams`: gpu_compute_streams (0: env, else 4); `n`: the compute streams expected, all used
+// round robin.
+void test_round_robin_and_info(int32_t kind, const char* kind_name, int32_t streams = 0,
+                               int n = 4) {
+  const size_t before = g_sim->live_streams();
+  ordo_engine* e = make_engine(kind, streams);
+  check(g_sim->live_streams() == before + 2 * static_cast<size_t>(n + 2),
+        "n compute streams and 2 copy streams per GPU", kind_name);
+  ordo_engine_config got;
+  ordo_engine_config_init(&got);
+  check(ordo_engine_get_config(e, &got) == ORDO_OK && got.gpu_compute_streams == n,
+        "get_config reports the compute streams", kind_name);
   Seen seen;
-  constexpr int kOps = 32;
+  const int kOps = 8 * n;
   for (int i = 0; i < kOps; ++i) {
     ordo_push_opts o = gpu_opts(0);
     check(ordo_opr_push(e, gpu_op, &seen, nullptr, 0, nullptr, 0, &o) == ORDO_OK, "GPU push",
@@ -127,9 +142,10 @@ void test_round_robin_and_info(int32_t kind, const char* kind_name) {
   check(ordo_wait_for_all(e) == ORDO_OK, "wait_for_all after GPU ops", ordo_last_error_message());
   // Completed means the stream reached the op's event: every kernel has run.
   check(seen.kernels_done.load() == kOps, "every kernel ran before the ops completed", kind_name);
-  check(seen.streams.size() == 4, "round robin over 4 compute streams", kind_name);
+  check(seen.streams.size() == static_cast<size_t>(n), "round robin over n compute streams",
+        kind_name);
   for (auto& [stream, count] : seen.streams) {
-    check(count == kOps / 4, "each compute stream got a quarter of the ops", kind_name);
+    check(count == 8, "each compute stream got 1/n of the ops", kind_name);
   }
   check(seen.mismatched == 0, "callback runs with its GPU current, on its GPU's stream", kind_name);
   ordo_engine_destroy(e);
@@ -405,6 +421,13 @@ int main() {
   test_round_robin_and_info(ORDO_ENGINE_PER_DEVICE, "per_device");
   test_round_robin_and_info(ORDO_ENGINE_POOLED, "pooled");
   test_round_robin_and_info(ORDO_ENGINE_NAIVE, "naive");
+  test_round_robin_and_info(ORDO_ENGINE_PER_DEVICE, "per_device, 3 streams", 3, 3);
+  test_round_robin_and_info(ORDO_ENGINE_NAIVE, "naive, 1 stream", 1, 1);
+  test_round_robin_and_info(ORDO_ENGINE_POOLED, "pooled, 64 streams", 64, 64);
+  setenv("ORDO_GPU_STREAMS", "5", 1);
+  test_round_robin_and_info(ORDO_ENGINE_PER_DEVICE, "per_device, ORDO_GPU_STREAMS=5", 0, 5);
+  test_round_robin_and_info(ORDO_ENGINE_PER_DEVICE, "per_device, field beats env", 2, 2);
+  unsetenv("ORDO_GPU_STREAMS");
   std::printf("round robin: done\n");
   test_copy_streams();
   std::printf("copy streams: done\n");
