@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "device/device_api.h"
@@ -48,7 +50,14 @@ class StreamManager {
   int enter(StreamKind kind, void** stream);
   // Records an event on `stream` after the work enqueued so far; done(ctx, token, ...) follows
   // once it fires. 0, or the backend's error (then done is never called for `token`).
-  int track(void* stream, uint64_t token);
+  // `*event` (when given): the event recorded, which stays this op's until done has returned,
+  // and longer while pinned.
+  int track(void* stream, uint64_t token, void** event = nullptr);
+  // Keeps a tracked event from being recorded again for another op until unpin(): a stream that
+  // is to wait for it (early release) must find this op's record. Pin only while done() has not
+  // returned for the event's op.
+  void pin(void* event);
+  void unpin(void* event);
   // Events recorded and not yet reported.
   uint32_t in_flight() const { return in_flight_.load(std::memory_order_acquire); }
   void* compute_stream(uint32_t i) const { return compute_[i]; }
@@ -63,6 +72,7 @@ class StreamManager {
     uint64_t token;
   };
   void poll_loop();
+  void free_event(void* ev);  // under mu_: back to free_events_, or parked while pinned
   void destroy_streams();
 
   DeviceApi* const api_;
@@ -76,11 +86,13 @@ class StreamManager {
   std::atomic<uint32_t> in_flight_{0};
 
   std::mutex mu_;
-  std::condition_variable cv_;          // the poller: work arrived, or stop
-  std::condition_variable drained_cv_;  // stop(): nothing in flight
-  std::vector<Pending> pending_;        // recorded, not yet picked up by the poller
-  std::vector<void*> free_events_;      // fired, ready to record again
-  std::vector<void*> all_events_;       // every event made, destroyed by stop()
+  std::condition_variable cv_;                // the poller: work arrived, or stop
+  std::condition_variable drained_cv_;        // stop(): nothing in flight
+  std::vector<Pending> pending_;              // recorded, not yet picked up by the poller
+  std::vector<void*> free_events_;            // fired, ready to record again
+  std::vector<void*> all_events_;             // every event made, destroyed by stop()
+  std::unordered_map<void*, uint32_t> pins_;  // pinned events and their pins
+  std::unordered_set<void*> parked_;          // fired while pinned: freed by the last unpin
   bool stopping_ = false;
   bool started_ = false;
   std::thread poller_;
