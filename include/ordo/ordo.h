@@ -328,7 +328,11 @@ typedef struct ordo_engine_config {
                                   starts at once, its stream waiting for theirs on the device
                                   (cudaStreamWaitEvent), instead of once their work has
                                   finished. CPU ops, the waits, other GPUs' ops and deletes
-                                  still wait for the work to finish. 1 = on, -1 = off (every
+                                  still wait for the work to finish. When such a producer's
+                                  work fails, an op that started early fails with the
+                                  producer's error as a skipped op does (its vars are poisoned,
+                                  ordo_stats.skipped counts it), though its callback ran and
+                                  its work may have run. 1 = on, -1 = off (every
                                   successor starts once the work it depends on has finished),
                                   0 = env ORDO_GPU_STREAM_WAITS (1 or 0), else on; other values
                                   are INVALID_ARGUMENT. ordo_engine_get_config reports 1 or -1 */
