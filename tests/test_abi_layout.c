@@ -19,9 +19,12 @@
    FSIZE(ordo_engine_config, cpu_threads) + FSIZE(ordo_engine_config, cpu_priority_threads) + \
    FSIZE(ordo_engine_config, copy_threads) + FSIZE(ordo_engine_config, max_pending) +         \
    FSIZE(ordo_engine_config, flags) + FSIZE(ordo_engine_config, reserved0) +                  \
-   FSIZE(ordo_engine_config, next) + FSIZE(ordo_engine_config, trace_path))
+   FSIZE(ordo_engine_config, next) + FSIZE(ordo_engine_config, trace_path) +                  \
+   FSIZE(ordo_engine_config, gpu_compute_streams) + FSIZE(ordo_engine_config, gpu_stream_waits))
 _Static_assert(SUM_ENGINE_CONFIG == sizeof(ordo_engine_config), "ordo_engine_config has padding");
-_Static_assert(sizeof(ordo_engine_config) == 48, "ordo_engine_config changed size");
+_Static_assert(sizeof(ordo_engine_config) == 56, "ordo_engine_config changed size");
+_Static_assert(offsetof(ordo_engine_config, gpu_compute_streams) == 48,
+               "ordo_engine_config grows at its end");
 _Static_assert(offsetof(ordo_engine_config, next) == 32, "ordo_engine_config.next moved");
 
 #define SUM_PUSH_OPTS                                                     \

@@ -236,8 +236,10 @@ ORDO_API size_t ordo_struct_size(int32_t kind);
 /** One shared pool of CPU workers for every op property. */
 #define ORDO_ENGINE_POOLED 2
 /** Worker blocks per device and per property: CPU workers, a CPU priority worker, copy
- *  workers. Per-GPU workers and streams will join them with CUDA support (not in this version:
- *  today a GPU push returns ORDO_ERR_NO_DEVICE). */
+ *  workers, and per GPU a compute block and one block per copy direction, with the GPU's
+ *  streams (gpu_compute_streams compute streams, one stream per copy direction). Without a
+ *  usable GPU (a build without CUDA, no runtime, driver or device) a GPU push returns
+ *  ORDO_ERR_NO_DEVICE with the reason. */
 #define ORDO_ENGINE_PER_DEVICE 3
 
 /**
@@ -314,6 +316,26 @@ typedef struct ordo_engine_config {
                              trace that cannot be written at shutdown is reported on stderr;
                              destroy still returns ORDO_OK and leaves the last error alone. An
                              ordo_engine_create that fails writes no file. */
+  int32_t gpu_compute_streams; /**< compute streams per GPU, taken round robin by the GPU ops
+                                  of ORDO_PROP_NORMAL and ORDO_PROP_CPU_PRIORITIZED (each copy
+                                  direction has one stream of its own besides); env
+                                  ORDO_GPU_STREAMS; default 4; 0 (the environment's, else the
+                                  default) or 1 to 64, anything else is INVALID_ARGUMENT.
+                                  Unused without a GPU */
+  int32_t gpu_stream_waits;    /**< early release of GPU successors (SPEC §7): a GPU op that
+                                  depends only on GPU ops of the same GPU whose events are
+                                  recorded (their callbacks returned, their work enqueued)
+                                  starts at once, its stream waiting for theirs on the device
+                                  (cudaStreamWaitEvent), instead of once their work has
+                                  finished. CPU ops, the waits, other GPUs' ops and deletes
+                                  still wait for the work to finish. When such a producer's
+                                  work fails, an op that started early fails with the
+                                  producer's error as a skipped op does (its vars are poisoned,
+                                  ordo_stats.skipped counts it), though its callback ran and
+                                  its work may have run. 1 = on, -1 = off (every
+                                  successor starts once the work it depends on has finished),
+                                  0 = env ORDO_GPU_STREAM_WAITS (1 or 0), else on; other values
+                                  are INVALID_ARGUMENT. ordo_engine_get_config reports 1 or -1 */
 } ordo_engine_config;
 
 /**

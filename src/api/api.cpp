@@ -179,6 +179,8 @@ ORDO_API ordo_status ordo_engine_get_config(ordo_engine* e, ordo_engine_config* 
     c.max_pending = engine->config().max_pending;
     c.flags = engine->config().pushers_help ? ORDO_ENGINE_FLAG_PUSHERS_HELP : 0;
     c.trace_path = engine->config().trace_path;
+    c.gpu_compute_streams = engine->config().gpu_compute_streams;
+    c.gpu_stream_waits = engine->config().gpu_stream_waits ? 1 : -1;
     write_struct(c, out, out->struct_size);
     return ORDO_OK;
   });

@@ -19,6 +19,7 @@ class WorkerGroup;
 struct OpBlock;
 struct VarSlot;
 struct ErrorRecord;
+struct EarlyWaits;
 
 // One access of one op to one var. It is the node of that var's FIFO while the access waits.
 // 16 bytes, so that three share a cache line with the pointer to their op (LinkLine): a push of
@@ -30,6 +31,10 @@ struct alignas(16) VarLink {
   static constexpr uintptr_t kWriteBit = 1;  // a mutable access
   static constexpr uintptr_t kEpochBit = 2;  // a read: the var's read epoch when it arrived
   static constexpr uintptr_t kMarkBit = 4;   // a read that is ordo_wait_for_var's mark
+  // Granted early (engine/early_release.*): the op started on this access before the var granted
+  // it. Set while the link waits, never cleared until the next push rewrites the link; the
+  // var's real grant then completes the op's early references instead of its wait counter.
+  static constexpr uintptr_t kEarlyBit = 8;
   static constexpr uintptr_t kFlagBits = 63;
 
   // While waiting: the next (younger) access in the var's queue, written by the pusher of that
@@ -41,6 +46,7 @@ struct alignas(16) VarLink {
   VarSlot* var() const { return reinterpret_cast<VarSlot*>(var_bits & ~kFlagBits); }
   bool write() const { return (var_bits & kWriteBit) != 0; }
   bool mark() const { return (var_bits & kMarkBit) != 0; }
+  bool early() const { return (var_bits & kEarlyBit) != 0; }
   uintptr_t epoch() const { return var_bits & kEpochBit; }
   // `access`: kWriteBit for a mutable access (a bool converts), kMarkBit for a wait mark.
   void set(VarSlot* v, uintptr_t access) { var_bits = reinterpret_cast<uintptr_t>(v) | access; }
@@ -117,6 +123,13 @@ struct alignas(64) OpBlock {
   LinkLine* overflow_lines;      // more vars: all links here; kept across reuses, so big ops stop
   uint32_t overflow_capacity;    // allocating once warm (in links)
   char name[ORDO_NAME_MAX + 1];  // valid when has_name
+  // Early release of a GPU op (engine/early_release.*), all 0 for every other op: the accesses
+  // granted early and not yet granted by their var, plus one for the op's own completion (0:
+  // none granted early); the failure its completion brought, kept until the last real grant;
+  // the producers' events its stream waits for before its callback runs.
+  std::atomic<int32_t> early_refs{0};
+  ErrorRecord* early_failure = nullptr;
+  EarlyWaits* early_waits = nullptr;
 
   // Points the inline link lines at this block (once, when the block is made).
   void bind_link_lines() {

@@ -258,6 +258,25 @@ struct alignas(64) VarSlot {
     }
   }
 
+  // For early release (engine/early_release.*): the var's queue as it stands. The caller holds
+  // push_lock (no pusher is linking), and no completion of this var's accesses can be
+  // processing it: every active access is one whose completion the caller's lock excludes.
+  // The oldest waiting access, or nullptr.
+  VarLink* queue_front() const {
+    if (fifo_head) return fifo_head;
+    return inbox(word.load(std::memory_order_acquire)) ? inbox_oldest : nullptr;
+  }
+  // The waiting access after `l` (a waiting access), or nullptr.
+  VarLink* queue_after(const VarLink* l) const {
+    if (VarLink* n = l->next.load(std::memory_order_acquire)) return n;
+    // The FIFO's tail was the youngest of an inbox generation: the current one follows it.
+    if (l != fifo_tail) return nullptr;
+    return inbox(word.load(std::memory_order_acquire)) ? inbox_oldest : nullptr;
+  }
+  // Active readers, and whether a writer is active.
+  uint64_t active_readers() const { return word.load(std::memory_order_acquire) >> kCountShift; }
+  bool writer_active() const { return (word.load(std::memory_order_acquire) & kWriter) != 0; }
+
   // Nothing active and nothing waiting: every access pushed so far has completed (and set the
   // error it leaves, which it does before releasing).
   bool idle() const { return (word.load(std::memory_order_acquire) & kModeMask) == kIdle; }

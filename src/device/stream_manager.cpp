@@ -5,8 +5,13 @@
 
 namespace ordo {
 
-StreamManager::StreamManager(DeviceApi* api, int32_t device, DoneFn done, void* ctx)
-    : api_(api), device_(device), done_(done), ctx_(ctx) {}
+StreamManager::StreamManager(DeviceApi* api, int32_t device, uint32_t compute_streams, DoneFn done,
+                             void* ctx)
+    : api_(api),
+      device_(device),
+      done_(done),
+      ctx_(ctx),
+      compute_(compute_streams < 1 ? 1 : compute_streams, nullptr) {}
 
 StreamManager::~StreamManager() {
   stop();
@@ -60,6 +65,8 @@ void StreamManager::stop() {
   for (void* ev : all_events_) api_->event_destroy(ev);
   all_events_.clear();
   free_events_.clear();
+  pins_.clear();
+  parked_.clear();
   destroy_streams();
 }
 
@@ -73,13 +80,13 @@ int StreamManager::enter(StreamKind kind, void** stream) {
       *stream = from_device_;
       break;
     case StreamKind::kCompute:
-      *stream = compute_[next_compute_.fetch_add(1, std::memory_order_relaxed) % kComputeStreams];
+      *stream = compute_[next_compute_.fetch_add(1, std::memory_order_relaxed) % compute_.size()];
       break;
   }
   return 0;
 }
 
-int StreamManager::track(void* stream, uint64_t token) {
+int StreamManager::track(void* stream, uint64_t token, void** event) {
   void* ev = nullptr;
   {
     std::lock_guard<std::mutex> g(mu_);
@@ -98,6 +105,7 @@ int StreamManager::track(void* stream, uint64_t token) {
     free_events_.push_back(ev);
     return e;
   }
+  if (event) *event = ev;
   {
     std::lock_guard<std::mutex> g(mu_);
     in_flight_.fetch_add(1, std::memory_order_relaxed);
@@ -105,6 +113,27 @@ int StreamManager::track(void* stream, uint64_t token) {
   }
   cv_.notify_one();
   return 0;
+}
+
+void StreamManager::pin(void* event) {
+  std::lock_guard<std::mutex> g(mu_);
+  ++pins_[event];
+}
+
+void StreamManager::unpin(void* event) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = pins_.find(event);
+  if (it == pins_.end() || --it->second != 0) return;
+  pins_.erase(it);
+  if (parked_.erase(event)) free_events_.push_back(event);
+}
+
+void StreamManager::free_event(void* ev) {
+  if (pins_.count(ev)) {
+    parked_.insert(ev);
+  } else {
+    free_events_.push_back(ev);
+  }
 }
 
 void StreamManager::describe(int code, const char* call, char* buf, size_t cap) const {
@@ -122,7 +151,7 @@ void StreamManager::poll_loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lk(mu_);
-      for (void* ev : fired) free_events_.push_back(ev);
+      for (void* ev : fired) free_event(ev);
       fired.clear();
       if (watching.empty()) {
         cv_.wait(lk, [&] { return !pending_.empty() || stopping_; });

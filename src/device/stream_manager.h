@@ -1,5 +1,6 @@
 // StreamManager: one GPU's streams and the thread that watches their events (SPEC §7, issue
-// #25). kComputeStreams compute streams, taken round robin, and one stream per copy direction,
+// #25). A configured number of compute streams (ordo_engine_config.gpu_compute_streams), taken
+// round robin, and one stream per copy direction,
 // so that uploads, kernels and downloads overlap. After a GPU op's callback has enqueued its
 // work and returned, track() records an event on the op's stream; the manager's polling thread
 // queries the events in flight and calls the completion function once one has fired (or failed:
@@ -12,6 +13,8 @@
 #include <cstdint>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "device/device_api.h"
@@ -20,15 +23,14 @@ namespace ordo {
 
 class StreamManager {
  public:
-  // The number of compute streams per GPU (a config field later: issue #25 item 2).
-  static constexpr uint32_t kComputeStreams = 4;
   enum class StreamKind { kCompute, kToDevice, kFromDevice };
   // done(ctx, token, error, message): the work before the event of `token` has finished
   // (error 0, message nullptr) or failed (the backend's code and a message naming it). Called on
   // the manager's thread, never under its lock; it may call track() again.
   using DoneFn = void (*)(void* ctx, uint64_t token, int error, const char* message);
 
-  StreamManager(DeviceApi* api, int32_t device, DoneFn done, void* ctx);
+  // `compute_streams`: how many compute streams (at least 1).
+  StreamManager(DeviceApi* api, int32_t device, uint32_t compute_streams, DoneFn done, void* ctx);
   ~StreamManager();
   StreamManager(const StreamManager&) = delete;
   StreamManager& operator=(const StreamManager&) = delete;
@@ -48,10 +50,18 @@ class StreamManager {
   int enter(StreamKind kind, void** stream);
   // Records an event on `stream` after the work enqueued so far; done(ctx, token, ...) follows
   // once it fires. 0, or the backend's error (then done is never called for `token`).
-  int track(void* stream, uint64_t token);
+  // `*event` (when given): the event recorded, which stays this op's until done has returned,
+  // and longer while pinned.
+  int track(void* stream, uint64_t token, void** event = nullptr);
+  // Keeps a tracked event from being recorded again for another op until unpin(): a stream that
+  // is to wait for it (early release) must find this op's record. Pin only while done() has not
+  // returned for the event's op.
+  void pin(void* event);
+  void unpin(void* event);
   // Events recorded and not yet reported.
   uint32_t in_flight() const { return in_flight_.load(std::memory_order_acquire); }
   void* compute_stream(uint32_t i) const { return compute_[i]; }
+  uint32_t compute_streams() const { return static_cast<uint32_t>(compute_.size()); }
 
   // Formats "CUDA error <code> (<name>): <message> [<call> on GPU <n>]" into buf.
   void describe(int code, const char* call, char* buf, size_t cap) const;
@@ -62,24 +72,27 @@ class StreamManager {
     uint64_t token;
   };
   void poll_loop();
+  void free_event(void* ev);  // under mu_: back to free_events_, or parked while pinned
   void destroy_streams();
 
   DeviceApi* const api_;
   const int32_t device_;
   const DoneFn done_;
   void* const ctx_;
-  void* compute_[kComputeStreams] = {};
+  std::vector<void*> compute_;  // sized in the constructor, never resized
   void* to_device_ = nullptr;
   void* from_device_ = nullptr;
   std::atomic<uint32_t> next_compute_{0};
   std::atomic<uint32_t> in_flight_{0};
 
   std::mutex mu_;
-  std::condition_variable cv_;          // the poller: work arrived, or stop
-  std::condition_variable drained_cv_;  // stop(): nothing in flight
-  std::vector<Pending> pending_;        // recorded, not yet picked up by the poller
-  std::vector<void*> free_events_;      // fired, ready to record again
-  std::vector<void*> all_events_;       // every event made, destroyed by stop()
+  std::condition_variable cv_;                // the poller: work arrived, or stop
+  std::condition_variable drained_cv_;        // stop(): nothing in flight
+  std::vector<Pending> pending_;              // recorded, not yet picked up by the poller
+  std::vector<void*> free_events_;            // fired, ready to record again
+  std::vector<void*> all_events_;             // every event made, destroyed by stop()
+  std::unordered_map<void*, uint32_t> pins_;  // pinned events and their pins
+  std::unordered_set<void*> parked_;          // fired while pinned: freed by the last unpin
   bool stopping_ = false;
   bool started_ = false;
   std::thread poller_;

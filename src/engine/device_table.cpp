@@ -45,7 +45,8 @@ ordo_status DeviceTable::start_gpus(const EngineConfig& cfg, StreamManager::Done
   DeviceApi* api = device_api();
   const int32_t n = device_count(api, &no_gpu_reason_);
   for (int32_t id = 0; id < n; ++id) {
-    auto sm = std::make_unique<StreamManager>(api, id, gpu_done, ctx);
+    auto sm = std::make_unique<StreamManager>(
+        api, id, static_cast<uint32_t>(cfg.gpu_compute_streams), gpu_done, ctx);
     const char* call = nullptr;
     if (int e = sm->start(&call)) {
       char msg[256];
@@ -62,11 +63,11 @@ ordo_status DeviceTable::start_gpus(const EngineConfig& cfg, StreamManager::Done
     } else if (cfg.kind == ORDO_ENGINE_POOLED) {
       for (auto& r : dev.by_prop) r = groups_[kCpu].get();
     } else {
-      // The callbacks only enqueue work, so few threads: kComputeStreams / 2 for compute (a
-      // CPU-prioritized GPU op runs there too), copy_threads per copy direction.
+      // The callbacks only enqueue work, so few threads: half the compute streams for compute
+      // (gpu_compute_threads; a CPU-prioritized GPU op runs there too), copy_threads per copy
+      // direction.
       static const char* const kSuffix[3] = {"", "-h2d", "-d2h"};
-      const int threads[3] = {static_cast<int>(StreamManager::kComputeStreams / 2),
-                              cfg.copy_threads, cfg.copy_threads};
+      const int threads[3] = {gpu_compute_threads(cfg), cfg.copy_threads, cfg.copy_threads};
       WorkerGroup* made[3];
       for (int k = 0; k < 3; ++k) {
         gpu_roles_.push_back("gpu" + std::to_string(id) + kSuffix[k]);

@@ -41,15 +41,20 @@ class DeviceTable {
   // threads if needed. INVALID_ARGUMENT / NO_DEVICE with a message for a placement the table
   // does not have; ORDO_ERR_SHUTDOWN (no message) once stop_and_join has stopped the group.
   ordo_status route(int32_t prop, int32_t device_type, int32_t device_id, WorkerGroup** out) {
-    // Nearly every push: a normal CPU op on a started group (or inline, for the naive kind).
+    if (route_fast(prop, device_type, device_id, out)) return ORDO_OK;
+    return route_slow(prop, device_type, device_id, out);
+  }
+  // Nearly every push: a normal CPU op on a started group (or inline, for the naive kind). False:
+  // route() must decide.
+  bool route_fast(int32_t prop, int32_t device_type, int32_t device_id, WorkerGroup** out) const {
     if (prop == ORDO_PROP_NORMAL && device_type == ORDO_DEVICE_CPU && device_id == 0) {
       WorkerGroup* g = devices_[0].by_prop[ORDO_PROP_NORMAL];
       if (!g || g->started()) {
         *out = g;
-        return ORDO_OK;
+        return true;
       }
     }
-    return route_slow(prop, device_type, device_id, out);
+    return false;
   }
   // The CPU's normal group (where a throttled pusher helps), or nullptr (naive).
   WorkerGroup* cpu_group() const { return groups_[kCpu].get(); }

@@ -25,7 +25,7 @@ uint64_t new_engine_uid() {
 uint32_t worker_count(const EngineConfig& cfg) {
   if (cfg.kind == ORDO_ENGINE_NAIVE) return 0;
   if (cfg.kind == ORDO_ENGINE_POOLED) return static_cast<uint32_t>(cfg.cpu_threads);
-  const uint32_t per_gpu = StreamManager::kComputeStreams / 2 + 2 * cfg.copy_threads;
+  const uint32_t per_gpu = static_cast<uint32_t>(gpu_compute_threads(cfg) + 2 * cfg.copy_threads);
   return static_cast<uint32_t>(cfg.cpu_threads + cfg.cpu_priority_threads + 2 * cfg.copy_threads) +
          static_cast<uint32_t>(device_count()) * per_gpu;
 }
@@ -41,7 +41,7 @@ Engine::Engine(uint32_t tag, const EngineConfig& cfg)
       counts_(worker_count(cfg), cfg.max_pending),
       prepared_(this, tag, vars_, push_),
       runner_({this, tag, pool_, vars_, prepared_.table(), waits_, counts_, outcomes_,
-               tracer_.get(), devices_}),
+               tracer_.get(), devices_, cfg.gpu_stream_waits}),
       push_({this, this, tag, cfg_, vars_, pool_, counts_, devices_, runner_}) {
   cfg_.trace_path = tracer_ ? tracer_->path().c_str() : nullptr;  // the caller's copy may go
 }

@@ -111,6 +111,50 @@ ordo_status pick_pushers_help(uint32_t flags, bool* out) {
   return ORDO_OK;
 }
 
+// field (0: env ORDO_GPU_STREAMS, else 4) or INVALID_ARGUMENT.
+ordo_status pick_gpu_streams(int32_t value, int32_t* out) {
+  if (value < 0 || value > kMaxGpuComputeStreams) {
+    return fail(ORDO_ERR_INVALID_ARGUMENT,
+                "ordo_engine_config.gpu_compute_streams=%d is outside 0..%d (0: env "
+                "ORDO_GPU_STREAMS, else 4)",
+                static_cast<int>(value), static_cast<int>(kMaxGpuComputeStreams));
+  }
+  *out = value;
+  if (value > 0) return ORDO_OK;
+  *out = 4;
+  const char* s = std::getenv("ORDO_GPU_STREAMS");
+  if (!s || !*s) return ORDO_OK;
+  long v;
+  if (!parse_long(s, &v) || v < 1 || v > kMaxGpuComputeStreams) {
+    return fail(ORDO_ERR_INVALID_ARGUMENT, "ORDO_GPU_STREAMS='%s' is not a stream count in 1..%d",
+                s, static_cast<int>(kMaxGpuComputeStreams));
+  }
+  *out = static_cast<int32_t>(v);
+  return ORDO_OK;
+}
+
+// field 1 (on) or -1 (off); 0: env ORDO_GPU_STREAM_WAITS=1|0, else on.
+ordo_status pick_gpu_stream_waits(int32_t value, bool* out) {
+  if (value == 1 || value == -1) {
+    *out = value == 1;
+    return ORDO_OK;
+  }
+  if (value != 0) {
+    return fail(ORDO_ERR_INVALID_ARGUMENT,
+                "ordo_engine_config.gpu_stream_waits=%d: use 1 (on), -1 (off) or 0 (env "
+                "ORDO_GPU_STREAM_WAITS, else on)",
+                static_cast<int>(value));
+  }
+  *out = true;
+  const char* s = std::getenv("ORDO_GPU_STREAM_WAITS");
+  if (!s || !*s) return ORDO_OK;
+  if (std::strcmp(s, "0") != 0 && std::strcmp(s, "1") != 0) {
+    return fail(ORDO_ERR_INVALID_ARGUMENT, "ORDO_GPU_STREAM_WAITS='%s': use 0 or 1", s);
+  }
+  *out = s[0] == '1';
+  return ORDO_OK;
+}
+
 }  // namespace
 
 ordo_status resolve_engine_config(const ordo_engine_config* cfg, EngineConfig* out) {
@@ -148,6 +192,12 @@ ordo_status resolve_engine_config(const ordo_engine_config* cfg, EngineConfig* o
     return s;
   }
   if (ordo_status s = pick_max_pending(cfg->max_pending, &out->max_pending)) return s;
+  if (ordo_status s = pick_gpu_streams(cfg->gpu_compute_streams, &out->gpu_compute_streams)) {
+    return s;
+  }
+  if (ordo_status s = pick_gpu_stream_waits(cfg->gpu_stream_waits, &out->gpu_stream_waits)) {
+    return s;
+  }
   return pick_pushers_help(cfg->flags, &out->pushers_help);
 }
 

@@ -83,7 +83,7 @@ void OpRunner::skip_unwound(OpBlock* op) {
                                 "unwind: pthread_exit or thread cancellation)");
   }
   defer_free_of(op);
-  finalize(op, failure, self);
+  finish(op, failure, self);
 }
 
 }  // namespace ordo

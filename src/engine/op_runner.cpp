@@ -72,7 +72,13 @@ OpRunner::OpRunner(const Parts& parts)
       counts_(parts.counts),
       outcomes_(parts.outcomes),
       tracer_(parts.tracer),
-      devices_(parts.devices) {}
+      devices_(parts.devices),
+      early_(parts.gpu_stream_waits ? std::make_unique<EarlyRelease>(
+                                          [](const void* ctx, uint32_t id) {
+                                            return static_cast<const DeviceTable*>(ctx)->gpu(id);
+                                          },
+                                          &parts.devices)
+                                    : nullptr) {}
 
 Worker* OpRunner::current_worker() const {
   Worker* w = this_thread::worker;
@@ -145,11 +151,33 @@ void OpRunner::track_gpu(OpBlock* op, StreamManager* gpu) {
   ordo_completion handle;
   defer(op, &handle);  // cannot fail: the callback did not defer
   const uint64_t token = (static_cast<uint64_t>(op->gen) << 32) | op->index;
-  if (int e = gpu->track(op->stream, token)) {
+  void* event = nullptr;
+  if (int e = gpu->track(op->stream, token, &event)) {
     ErrorRecord* f = device_failure(op, gpu, e, "cudaEventRecord");
     op->async_error = f;  // completes the handle as ordo_complete would, with this failure
     op->completion_gen.store(op->gen, std::memory_order_relaxed);
     op->finish_refs.fetch_sub(1, std::memory_order_acq_rel);  // the caller's drop finalizes
+  } else if (early_) {
+    // The event is recorded: the GPU ops of this device that come next may start now. The op
+    // cannot complete before the caller drops its reference (finish_refs), after this.
+    EarlyRelease::Handoff h;
+    early_->recorded(op, event, op->stream, &h);
+    dispatch_chain(h.ready);
+  }
+}
+
+void OpRunner::early_pushed(const VarRef* refs, size_t n) {
+  if (!early_) return;
+  EarlyRelease::Handoff h;
+  early_->pushed(refs, n, &h);
+  dispatch_chain(h.ready);
+}
+
+void OpRunner::dispatch_chain(OpBlock* ready) {
+  while (ready) {
+    OpBlock* r = ready;
+    ready = r->next;
+    dispatch(r, nullptr, 0);  // never kept: a callback may be on this thread's stack
   }
 }
 
@@ -166,7 +194,12 @@ void OpRunner::run_user_op(OpBlock* op, Worker* self) {
   if (ErrorRecord* inherited = first_error_of(op)) {
     outcomes_.skipped();
     if (kTraced) trace_op(op, self, start_ns, TraceOutcome::kSkipped);
-    finalize(op, ErrorRecord::retain(inherited), self);  // skipped: passes the error on
+    // skipped: passes the error on
+    if (kGpu) {
+      finish(op, ErrorRecord::retain(inherited), self);
+    } else {
+      finalize(op, ErrorRecord::retain(inherited), self);
+    }
     return;
   }
   StreamManager* gpu = nullptr;
@@ -174,8 +207,16 @@ void OpRunner::run_user_op(OpBlock* op, Worker* self) {
     gpu = devices_.gpu(op->device_id);  // routing checked the id
     if (int e = gpu->enter(stream_kind(op->prop), &op->stream)) {
       if (kTraced) trace_op(op, self, start_ns, TraceOutcome::kFailed);
-      finalize(op, device_failure(op, gpu, e, "cudaSetDevice"), self);
+      finish(op, device_failure(op, gpu, e, "cudaSetDevice"), self);
       return;
+    }
+    // Started early: its stream waits for the producers' events before its work is enqueued.
+    if (op->early_waits) {
+      if (int e = early_->issue_waits(op, op->stream)) {
+        if (kTraced) trace_op(op, self, start_ns, TraceOutcome::kFailed);
+        finish(op, device_failure(op, gpu, e, "cudaStreamWaitEvent"), self);
+        return;
+      }
     }
   }
   ErrorRecord* failure;
@@ -198,7 +239,11 @@ void OpRunner::run_user_op(OpBlock* op, Worker* self) {
     if (op->finish_refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     failure = op->async_error;
   }
-  finalize(op, failure, self);
+  if (kGpu) {
+    finish(op, failure, self);
+  } else {
+    finalize(op, failure, self);
+  }
 }
 
 ordo_status OpRunner::defer(OpBlock* op, ordo_completion* out) {
@@ -233,7 +278,7 @@ __attribute__((always_inline)) inline ordo_status OpRunner::complete_as(uint32_t
     if (kUnwinding) {
       finalize_unwinding(op, op->async_error, current_worker());
     } else {
-      finalize(op, op->async_error, current_worker());
+      finish(op, op->async_error, current_worker());
     }
   }
   return ORDO_OK;
@@ -248,9 +293,44 @@ ordo_status OpRunner::complete_unwinding(uint32_t gen, uint32_t index, int32_t c
   return complete_as<true>(gen, index, code, message);
 }
 
+void OpRunner::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
+  finalize_as<false>(op, failure, self);
+}
+
+void OpRunner::finish(OpBlock* op, ErrorRecord* failure, Worker* self) {
+  if (op->device_type == ORDO_DEVICE_CPU || !early_) {
+    finalize(op, failure, self);
+    return;
+  }
+  // Granted early: completed here only once every var has granted it for real (else the last
+  // grant completes it, with this failure).
+  if (op->early_refs.load(std::memory_order_acquire) != 0) {
+    op->early_failure = failure;
+    if (op->early_refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    op->early_failure = nullptr;
+  }
+  finalize_gpu(op, failure, self);
+}
+
+void OpRunner::finalize_gpu(OpBlock* op, ErrorRecord* failure, Worker* self) {
+  early_->issue_waits(op, nullptr);  // never ran (skipped, failed to start): drops its waits
+  // A var it was granted early carries an error: the producer failed after this op had started
+  // (a var granted for real would have had it before, and the op was skipped). Its outcome is
+  // the producer's, as a skipped op's.
+  if (!failure) {
+    if (ErrorRecord* inherited = first_error_of(op)) {
+      outcomes_.skipped();
+      failure = ErrorRecord::retain(inherited);
+    }
+  }
+  finalize_as<true>(op, failure, self);
+}
+
 // Publishes the op's outcome on each var, releases its grants, recycles it, and hands on
 // whatever became ready.
-void OpRunner::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
+template <bool kGpu>
+__attribute__((always_inline)) inline void OpRunner::finalize_as(OpBlock* op, ErrorRecord* failure,
+                                                                 Worker* self) {
   if (failure) outcomes_.failed(failure);
   release_user_data(op, failure, self);  // before waiters can wake: they see user_data released
   OpBlock* ready = nullptr;
@@ -266,20 +346,31 @@ void OpRunner::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
   const CompletionSite at = completion_site(self);
   counts_.begin_release(at.lane);
   counts_.note_completed(at);
-  LinkCursor links(op);
-  const uint32_t num_links = op->num_links;
-  for (uint32_t i = 0; i < num_links; ++i) {
-    const VarLink& l = links.next();
-    VarSlot* v = l.var();
-    const bool write = l.write();
-    if (failure && write) v->set_error(failure);
-    if (op->kind == OpKind::kClearError) v->set_error(nullptr);
-    const VarSlot::Completion done = v->complete(l);
-    settle_grants(done.granted, chain_ready);
-    if (__builtin_expect(done.fired != nullptr, 0)) chain_ready(done.fired->op());
-    if (op->kind == OpKind::kDeleteVar) {
-      VarWaits::delete_completed(v);
-      vars_.reclaim(v);
+  OpBlock* finished = nullptr;
+  if (kGpu) {
+    EarlyRelease::Handoff h;
+    early_->complete_links(op, failure, &h);
+    while (OpBlock* r = h.ready) {
+      h.ready = r->next;
+      chain_ready(r);
+    }
+    finished = h.finished;
+  } else {
+    LinkCursor links(op);
+    const uint32_t num_links = op->num_links;
+    for (uint32_t i = 0; i < num_links; ++i) {
+      const VarLink& l = links.next();
+      VarSlot* v = l.var();
+      const bool write = l.write();
+      if (failure && write) v->set_error(failure);
+      if (op->kind == OpKind::kClearError) v->set_error(nullptr);
+      const VarSlot::Completion done = v->complete(l);
+      settle_grants(done.granted, chain_ready);
+      if (__builtin_expect(done.fired != nullptr, 0)) chain_ready(done.fired->op());
+      if (op->kind == OpKind::kDeleteVar) {
+        VarWaits::delete_completed(v);
+        vars_.reclaim(v);
+      }
     }
   }
   ErrorRecord::release(failure);
@@ -293,9 +384,21 @@ void OpRunner::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
     ready = r->next;
     dispatch(r, keeper, self ? static_cast<size_t>(self->index) : 0);
   }
+  // Ops granted early whose last access this completion granted, after their own completion.
+  while (kGpu && finished) {
+    OpBlock* f = finished;
+    finished = f->next;
+    ErrorRecord* own = f->early_failure;
+    f->early_failure = nullptr;
+    finalize_gpu(f, own, self);
+  }
 }
 
-void OpRunner::release_user_data(OpBlock* op, ErrorRecord* failure, Worker* self) {
+// Inlined: finalize's CPU instance kept it inline while it was its only caller (a call costs
+// the CPU path ~20 instructions per op).
+__attribute__((always_inline)) inline void OpRunner::release_user_data(OpBlock* op,
+                                                                       ErrorRecord* failure,
+                                                                       Worker* self) {
   if (op->kind == OpKind::kPrepared) {
     auto* p = static_cast<PreparedOp*>(op->internal);
     if (p->release()) {
@@ -319,7 +422,9 @@ void OpRunner::release_user_data(OpBlock* op, ErrorRecord* failure, Worker* self
   }
 }
 
-void OpRunner::dispatch(OpBlock* op, Worker* self, size_t ring_hint) {
+// Inlined into finalize's two instances (CPU and GPU): called, it costs every worker's op.
+__attribute__((always_inline)) inline void OpRunner::dispatch(OpBlock* op, Worker* self,
+                                                              size_t ring_hint) {
   WorkerGroup* g = op->group;
   if (!g) {
     run_inline(op);
@@ -372,14 +477,14 @@ void OpRunner::run_inline(OpBlock* op) {
 void OpRunner::finalize_unwinding(OpBlock* op, ErrorRecord* failure, Worker* self) {
   ForcedUnwindScope no_caller_code;
   if (tls_inline && tls_inline->runner == this) {
-    finalize(op, failure, self);
+    finish(op, failure, self);
     return;
   }
   InlineQueue q;
   q.runner = this;
   InlineQueue* outer = tls_inline;
   tls_inline = &q;
-  finalize(op, failure, self);
+  finish(op, failure, self);
   while (OpBlock* r = q.head) {
     q.head = r->next;
     if (!q.head) q.tail = nullptr;

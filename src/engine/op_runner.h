@@ -7,12 +7,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "core/error_record.h"
 #include "core/op_block.h"
 #include "core/op_pool.h"
 #include "core/var_table.h"
 #include "engine/device_table.h"
+#include "engine/early_release.h"
 #include "engine/op_outcomes.h"
 #include "engine/pending_counts.h"
 #include "engine/prepared.h"
@@ -39,6 +41,7 @@ class OpRunner {
     OpOutcomes& outcomes;
     Tracer* tracer;
     const DeviceTable& devices;
+    bool gpu_stream_waits;  // early release of same-GPU successors (engine/early_release.h)
   };
   explicit OpRunner(const Parts& parts);
   OpRunner(const OpRunner&) = delete;
@@ -47,8 +50,13 @@ class OpRunner {
   // Runs a ready op on worker `self` (nullptr: a thread that is not one of this engine's
   // workers: a helping pusher, an inline run, a completing thread).
   void execute(OpBlock* op, Worker* self);
-  // The op is done (ran, failed, was skipped, or is an internal op).
+  // The op is done (ran, failed, was skipped, or is an internal op). Not for a GPU op: finish().
   void finalize(OpBlock* op, ErrorRecord* failure, Worker* self);
+  // Any op is done: finalize(), or for a GPU op under early release finalize_gpu() once the
+  // accesses it was granted early have been granted by their vars.
+  void finish(OpBlock* op, ErrorRecord* failure, Worker* self);
+  // A GPU op was pushed and waits on these vars: early release may start it (push path).
+  void early_pushed(const VarRef* refs, size_t n);
   // Runs an op with no group on this thread; queued behind the one running when nested.
   void run_inline(OpBlock* op);
   // ordo_exec_defer and ordo_complete.
@@ -73,6 +81,13 @@ class OpRunner {
   // After a GPU op's callback returned: defers the op and records its event (a failed record
   // completes it at once, failed with the device's message).
   void track_gpu(OpBlock* op, StreamManager* gpu);
+  // finalize() for a GPU op under early release: its accesses complete through EarlyRelease,
+  // and so do the ops that their vars' grants finish; it inherits an early producer's failure.
+  void finalize_gpu(OpBlock* op, ErrorRecord* failure, Worker* self);
+  template <bool kGpu>
+  void finalize_as(OpBlock* op, ErrorRecord* failure, Worker* self);
+  // Runs or queues the ops EarlyRelease made ready.
+  void dispatch_chain(OpBlock* ready);
   template <bool kUnwinding>
   ordo_status complete_as(uint32_t gen, uint32_t index, int32_t code, const char* message);
   // `failure` and `self`: finalize's, for a free_fn that ends the thread (free_fn_unwound).
@@ -103,6 +118,7 @@ class OpRunner {
   OpOutcomes& outcomes_;
   Tracer* const tracer_;
   const DeviceTable& devices_;
+  const std::unique_ptr<EarlyRelease> early_;  // nullptr: gpu_stream_waits off
 };
 
 }  // namespace ordo

@@ -58,6 +58,21 @@ ordo_status PushPath::push_internal(OpKind kind, ordo_var v, uintptr_t access, v
   return s;
 }
 
+ordo_status PushPath::push_slow(const OpSpec& spec, const ordo_var* const_vars, size_t num_const,
+                                const ordo_var* mutable_vars, size_t num_mutable) {
+  WorkerGroup* group;
+  if (ordo_status s = route(spec.prop, spec.device_type, spec.device_id, &group)) return s;
+  VarRefs refs;
+  if (ordo_status s = refs.collect(vars_, tag_, const_vars, num_const, mutable_vars, num_mutable)) {
+    return s;
+  }
+  const ordo_status s = push_resolved(spec, group, refs.data(), refs.size());
+  if (s == ORDO_OK && spec.device_type != ORDO_DEVICE_CPU) {
+    runner_.early_pushed(refs.data(), refs.size());
+  }
+  return s;
+}
+
 ordo_status PushPath::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs,
                                     size_t n) {
   // Once shutdown has begun, refuse without counting: a push rejected after counting is pending

@@ -74,7 +74,11 @@ class PushPath {
                                           size_t num_const, const ordo_var* mutable_vars,
                                           size_t num_mutable) {
     WorkerGroup* group;
-    if (ordo_status s = route(spec.prop, spec.device_type, spec.device_id, &group)) return s;
+    // Any other op than a normal CPU one takes push_slow (a GPU op's early release is there),
+    // so that the common push pays for nothing it does not use.
+    if (!devices_.route_fast(spec.prop, spec.device_type, spec.device_id, &group)) {
+      return push_slow(spec, const_vars, num_const, mutable_vars, num_mutable);
+    }
     VarRefs refs;
     if (ordo_status s =
             refs.collect(vars_, tag_, const_vars, num_const, mutable_vars, num_mutable)) {
@@ -82,6 +86,13 @@ class PushPath {
     }
     return push_resolved(spec, group, refs.data(), refs.size());
   }
+  // push() of an op that route_fast does not place: a GPU op that waits may then follow GPU ops
+  // whose events are recorded, and early release may start it at once (engine/early_release.h).
+  __attribute__((noinline)) ordo_status push_slow(const OpSpec& spec, const ordo_var* const_vars,
+                                                  size_t num_const, const ordo_var* mutable_vars,
+                                                  size_t num_mutable);
+  // A prepared GPU op was pushed onto these vars: early release may start it at once.
+  void early_pushed(const VarRef* refs, size_t n) { runner_.early_pushed(refs, n); }
   // An internal op on one var; `access`: VarLink::kWriteBit, or kMarkBit for a wait's mark.
   ordo_status push_internal(OpKind kind, ordo_var v, uintptr_t access, void* internal);
   // `refs` come from VarRefs::collect (merged, at most OpBlock::kMaxLinks; sorted by slot

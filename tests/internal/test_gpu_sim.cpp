@@ -6,14 +6,20 @@
 // the copy streams, the current device and ordo_exec_get_info in the callback, completion only
 // once the stream reached the op's event, injected errors (a failing kernel, a failed
 // cudaSetDevice, a failed cudaEventRecord) poisoning vars with CUDA's message, two GPUs, the
-// three engine kinds, queue stats, cross-stream dependencies (released when the producer's
-// event fired; a failed producer poisons its consumer uncalled), and destroy with GPU work in
-// flight.
+// three engine kinds, queue stats, the configured number of compute streams, cross-stream
+// dependencies with gpu_stream_waits off (released when the producer's event fired; a failed
+// producer poisons its consumer uncalled) and on (early release: the consumer starts once the
+// producer's event is recorded and its stream waits for it; chains, WAR, prepared ops, what
+// still waits for the producer's work, a failing producer, destroy, a randomized model checked
+// against push order), and destroy with GPU work in flight.
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -32,11 +38,15 @@ using ordo::SimDevice;
 
 SimDevice* g_sim = nullptr;
 
-ordo_engine* make_engine(int32_t kind) {
+// `streams`, `waits`: ordo_engine_config.gpu_compute_streams and gpu_stream_waits (0: env, else
+// the default).
+ordo_engine* make_engine(int32_t kind, int32_t streams = 0, int32_t waits = 0) {
   ordo_engine_config cfg;
   ordo_engine_config_init(&cfg);
   cfg.kind = kind;
   cfg.cpu_threads = 2;
+  cfg.gpu_compute_streams = streams;
+  cfg.gpu_stream_waits = waits;
   ordo_engine* e = nullptr;
   ordo_status s = ordo_engine_create(&cfg, &e);
   check(s == ORDO_OK, "ordo_engine_create", ordo_last_error_message());
@@ -115,10 +125,20 @@ void test_device_count() {
   ordo_engine_destroy(e);
 }
 
-void test_round_robin_and_info(int32_t kind, const char* kind_name) {
-  ordo_engine* e = make_engine(kind);
+// `streams`: gpu_compute_streams (0: env, else 4); `n`: the compute streams expected, all used
+// round robin.
+void test_round_robin_and_info(int32_t kind, const char* kind_name, int32_t streams = 0,
+                               int n = 4) {
+  const size_t before = g_sim->live_streams();
+  ordo_engine* e = make_engine(kind, streams);
+  check(g_sim->live_streams() == before + 2 * static_cast<size_t>(n + 2),
+        "n compute streams and 2 copy streams per GPU", kind_name);
+  ordo_engine_config got;
+  ordo_engine_config_init(&got);
+  check(ordo_engine_get_config(e, &got) == ORDO_OK && got.gpu_compute_streams == n,
+        "get_config reports the compute streams", kind_name);
   Seen seen;
-  constexpr int kOps = 32;
+  const int kOps = 8 * n;
   for (int i = 0; i < kOps; ++i) {
     ordo_push_opts o = gpu_opts(0);
     check(ordo_opr_push(e, gpu_op, &seen, nullptr, 0, nullptr, 0, &o) == ORDO_OK, "GPU push",
@@ -127,9 +147,10 @@ void test_round_robin_and_info(int32_t kind, const char* kind_name) {
   check(ordo_wait_for_all(e) == ORDO_OK, "wait_for_all after GPU ops", ordo_last_error_message());
   // Completed means the stream reached the op's event: every kernel has run.
   check(seen.kernels_done.load() == kOps, "every kernel ran before the ops completed", kind_name);
-  check(seen.streams.size() == 4, "round robin over 4 compute streams", kind_name);
+  check(seen.streams.size() == static_cast<size_t>(n), "round robin over n compute streams",
+        kind_name);
   for (auto& [stream, count] : seen.streams) {
-    check(count == kOps / 4, "each compute stream got a quarter of the ops", kind_name);
+    check(count == 8, "each compute stream got 1/n of the ops", kind_name);
   }
   check(seen.mismatched == 0, "callback runs with its GPU current, on its GPU's stream", kind_name);
   ordo_engine_destroy(e);
@@ -273,11 +294,11 @@ void test_shutdown_in_flight() {
   }
 }
 
-// Cross-stream dependencies (issue #25 item 4). What the engine does today: a GPU op that reads
-// a var written by a GPU op on another stream of the same GPU is released when the producer's
-// event has *fired* (a host round trip through the polling thread), not when it is recorded; so
-// its callback sees the producer's kernel finished, and its own kernel runs after it. Early
-// release through cudaStreamWaitEvent is not implemented (docs/ARCHITECTURE.md §7).
+// Cross-stream dependencies with gpu_stream_waits off (-1, or ORDO_GPU_STREAM_WAITS=0): a GPU op
+// that reads a var written by a GPU op on another stream of the same GPU is released when the
+// producer's event has *fired* (a host round trip through the polling thread), not when it is
+// recorded; so its callback sees the producer's kernel finished, and its own kernel runs after
+// it. With the switch on (the default), test_early_release.inc covers early release.
 struct Chain {
   std::mutex mu;
   std::vector<std::string> order;  // "P kernel", "C callback", "C kernel", in the order they ran
@@ -321,8 +342,9 @@ int32_t chain_consumer(ordo_exec* exec, void* ud) {
   return 0;
 }
 
-void test_cross_stream_dependency(int32_t kind, const char* kind_name) {
-  ordo_engine* e = make_engine(kind);
+// `waits`: gpu_stream_waits; -1 (off) restores the release at the fired event exactly.
+void test_cross_stream_dependency(int32_t kind, const char* kind_name, int32_t waits) {
+  ordo_engine* e = make_engine(kind, 0, waits);
   ordo_var v;
   ordo_var_new(e, &v);
   Chain c;
@@ -340,7 +362,7 @@ void test_cross_stream_dependency(int32_t kind, const char* kind_name) {
 }
 
 void test_cross_stream_failing_producer() {
-  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE, 0, -1);
   ordo_var v, out;
   ordo_var_new(e, &v);
   ordo_var_new(e, &out);
@@ -394,6 +416,449 @@ void test_sim_stream_wait_event() {
   g_sim->event_destroy(done);
 }
 
+// ---- Early release (gpu_stream_waits on, the default; docs/ARCHITECTURE.md §7) ----
+// A producer's kernel blocks on a gate that the test opens later, so the producer's event has
+// surely not fired while the test looks at what already ran.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  void wait() {
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait(lk, [&] { return open; });
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> g(mu);
+      open = true;
+    }
+    cv.notify_all();
+  }
+};
+
+// What ran, in order: "<name> callback" on the host, "<name> kernel" on the op's stream.
+struct Log {
+  std::mutex mu;
+  std::vector<std::string> events;
+  std::map<std::string, void*> streams;
+  void note(const std::string& what) {
+    std::lock_guard<std::mutex> g(mu);
+    events.push_back(what);
+  }
+  bool has(const std::string& what) {
+    std::lock_guard<std::mutex> g(mu);
+    for (auto& e : events) {
+      if (e == what) return true;
+    }
+    return false;
+  }
+  // The position of `what` in the order (-1: not there).
+  int at(const std::string& what) {
+    std::lock_guard<std::mutex> g(mu);
+    for (size_t i = 0; i < events.size(); ++i) {
+      if (events[i] == what) return static_cast<int>(i);
+    }
+    return -1;
+  }
+};
+
+// A GPU op: notes its callback, then enqueues a kernel that waits for `gate` (when given),
+// notes itself and fails with `error` (0: succeeds).
+struct Step {
+  Log* log;
+  std::string name;
+  Gate* gate = nullptr;
+  int error = 0;
+};
+
+int32_t step_op(ordo_exec* exec, void* ud) {
+  auto* st = static_cast<Step*>(ud);
+  void* stream = stream_of(exec);
+  {
+    std::lock_guard<std::mutex> g(st->log->mu);
+    st->log->streams[st->name] = stream;
+  }
+  st->log->note(st->name + " callback");
+  g_sim->launch(
+      stream,
+      [st] {
+        if (st->gate) st->gate->wait();
+        st->log->note(st->name + " kernel");
+      },
+      st->error);
+  return 0;
+}
+
+// A CPU op: notes itself.
+int32_t cpu_step(ordo_exec*, void* ud) {
+  auto* st = static_cast<Step*>(ud);
+  st->log->note(st->name + " cpu");
+  return 0;
+}
+
+// Polls until `what` is noted (true) or 5 s have passed (false).
+bool eventually(Log& log, const std::string& what) {
+  for (int i = 0; i < 5000; ++i) {
+    if (log.has(what)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+// Nothing noted `what` within 100 ms.
+bool not_within_100ms(Log& log, const std::string& what) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  return !log.has(what);
+}
+
+void push_step(ordo_engine* e, Step* st, int32_t device, const ordo_var* reads, size_t nr,
+               const ordo_var* writes, size_t nw) {
+  ordo_push_opts o = gpu_opts(device);
+  check(ordo_opr_push(e, step_op, st, reads, nr, writes, nw, &o) == ORDO_OK, "GPU push",
+        ordo_last_error_message());
+}
+
+// A consumer on another stream of the same GPU starts before the producer's event fired; its
+// kernel runs after the producer's (its stream waited for the producer's event).
+void test_early_consumer(int32_t kind, const char* kind_name) {
+  ordo_engine* e = make_engine(kind);
+  ordo_var v;
+  ordo_var_new(e, &v);
+  Log log;
+  Gate gate;
+  Step p{&log, "P", &gate};
+  Step c{&log, "C"};
+  push_step(e, &p, 0, nullptr, 0, &v, 1);
+  push_step(e, &c, 0, &v, 1, nullptr, 0);
+  check(eventually(log, "C callback"), "the consumer's callback ran before the producer's event",
+        kind_name);
+  check(!log.has("P kernel") && !log.has("C kernel"),
+        "meanwhile the producer's kernel is held and the consumer's waits for it", kind_name);
+  check(ordo_wait_for_var_timeout(e, v, 20000000) == ORDO_ERR_TIMEOUT,
+        "ordo_wait_for_var still waits for the producer's work", kind_name);
+  gate.release();
+  check(ordo_wait_for_var(e, v) == ORDO_OK, "wait for the chain", kind_name);
+  check(ordo_wait_for_all(e) == ORDO_OK, "wait for all", kind_name);
+  check(log.streams["P"] != log.streams["C"], "producer and consumer on two streams", kind_name);
+  check(log.at("C callback") < log.at("P kernel") && log.at("P kernel") < log.at("C kernel"),
+        "consumer callback, producer kernel, consumer kernel", kind_name);
+  ordo_engine_destroy(e);
+}
+
+// A prepared GPU op (ordo_opr_push_prepared) is started early like a pushed one.
+void test_early_prepared() {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  ordo_var v;
+  ordo_var_new(e, &v);
+  Log log;
+  Gate gate;
+  Step p{&log, "P", &gate};
+  Step c{&log, "C"};
+  ordo_push_opts o = gpu_opts(0);
+  ordo_opr prepared = 0;
+  check(ordo_opr_new(e, step_op, &c, &v, 1, nullptr, 0, &o, &prepared) == ORDO_OK,
+        "prepare a GPU op", ordo_last_error_message());
+  push_step(e, &p, 0, nullptr, 0, &v, 1);
+  check(ordo_opr_push_prepared(e, prepared, 0) == ORDO_OK, "push the prepared GPU op");
+  check(eventually(log, "C callback") && !log.has("P kernel"),
+        "the prepared consumer started before the producer's event");
+  gate.release();
+  check(ordo_wait_for_var(e, v) == ORDO_OK, "wait (prepared)");
+  check(log.at("P kernel") < log.at("C kernel"), "prepared: kernels in push order");
+  ordo_opr_delete(e, prepared);
+  ordo_engine_destroy(e);
+}
+
+// A chain of three (write, read-write, read) on one var: all three callbacks run before the
+// first kernel may, and the kernels run in push order on three streams.
+void test_early_chain_of_3(int32_t kind, const char* kind_name) {
+  ordo_engine* e = make_engine(kind);
+  ordo_var v;
+  ordo_var_new(e, &v);
+  Log log;
+  Gate gate;
+  Step p{&log, "P", &gate};
+  Step c{&log, "C"};
+  Step d{&log, "D"};
+  push_step(e, &p, 0, nullptr, 0, &v, 1);
+  push_step(e, &c, 0, nullptr, 0, &v, 1);
+  push_step(e, &d, 0, &v, 1, nullptr, 0);
+  check(eventually(log, "D callback") && log.has("C callback"),
+        "the chain's callbacks all ran while the first kernel is held", kind_name);
+  check(!log.has("C kernel") && !log.has("D kernel"), "no kernel of the chain ran yet", kind_name);
+  gate.release();
+  check(ordo_wait_for_var(e, v) == ORDO_OK, "wait for the chain of 3", kind_name);
+  check(log.at("P kernel") < log.at("C kernel") && log.at("C kernel") < log.at("D kernel"),
+        "kernels in push order", kind_name);
+  check(log.streams["P"] != log.streams["C"] && log.streams["C"] != log.streams["D"] &&
+            log.streams["P"] != log.streams["D"],
+        "three streams", kind_name);
+  ordo_engine_destroy(e);
+}
+
+// What must still see the producer's work finished: a CPU op, ordo_wait_for_var, a GPU op of
+// another device, and a GPU op that follows one of those.
+void test_early_others_wait() {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  ordo_var v;
+  ordo_var_new(e, &v);
+  Log log;
+  Gate gate;
+  Step p{&log, "P", &gate};
+  Step cpu{&log, "X"};
+  Step other{&log, "G1"};
+  Step same{&log, "G0"};
+  push_step(e, &p, 0, nullptr, 0, &v, 1);
+  check(ordo_opr_push(e, cpu_step, &cpu, &v, 1, nullptr, 0, nullptr) == ORDO_OK, "CPU push");
+  push_step(e, &other, 1, &v, 1, nullptr, 0);
+  push_step(e, &same, 0, nullptr, 0, &v, 1);  // a writer after the readers
+  check(eventually(log, "P callback"), "the producer ran");
+  check(not_within_100ms(log, "X cpu"), "a CPU reader waits for the producer's work");
+  check(!log.has("G1 callback"), "another GPU's reader waits for the producer's work");
+  check(!log.has("G0 callback"), "a same-GPU writer after a CPU reader waits too");
+  check(ordo_wait_for_var_timeout(e, v, 20000000) == ORDO_ERR_TIMEOUT,
+        "ordo_wait_for_var waits for the producer's work");
+  gate.release();
+  check(ordo_wait_for_all(e) == ORDO_OK, "wait for all");
+  check(log.at("P kernel") < log.at("X cpu") && log.at("P kernel") < log.at("G1 callback"),
+        "the CPU op and the other GPU's op ran after the producer's kernel");
+  check(log.at("X cpu") < log.at("G0 callback") && log.at("G1 kernel") < log.at("G0 kernel"),
+        "the writer ran after the readers");
+  ordo_engine_destroy(e);
+}
+
+// Readers on two streams, then a writer (WAR): the writer starts once both readers' events are
+// recorded, and its kernel runs after both readers' kernels.
+void test_early_war() {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  ordo_var v;
+  ordo_var_new(e, &v);
+  Log log;
+  Gate gate;
+  Step r1{&log, "R1", &gate};
+  Step r2{&log, "R2"};
+  Step w{&log, "W"};
+  push_step(e, &r1, 0, &v, 1, nullptr, 0);
+  push_step(e, &r2, 0, &v, 1, nullptr, 0);
+  push_step(e, &w, 0, nullptr, 0, &v, 1);
+  check(eventually(log, "W callback"), "the writer started while a reader's kernel is held");
+  check(eventually(log, "R2 kernel") && !log.has("W kernel"),
+        "the writer's kernel waits for the held reader's");
+  gate.release();
+  check(ordo_wait_for_var(e, v) == ORDO_OK, "wait for the WAR chain");
+  check(log.at("R1 kernel") < log.at("W kernel") && log.at("R2 kernel") < log.at("W kernel"),
+        "the writer's kernel after both readers' kernels");
+  check(log.streams["R1"] != log.streams["R2"] && log.streams["W"] != log.streams["R1"] &&
+            log.streams["W"] != log.streams["R2"],
+        "three streams");
+  ordo_engine_destroy(e);
+}
+
+// The switch off: the consumer's callback is not called before the producer's event fired.
+void test_early_switch_off() {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE, 0, -1);
+  ordo_var v;
+  ordo_var_new(e, &v);
+  Log log;
+  Gate gate;
+  Step p{&log, "P", &gate};
+  Step c{&log, "C"};
+  push_step(e, &p, 0, nullptr, 0, &v, 1);
+  push_step(e, &c, 0, &v, 1, nullptr, 0);
+  check(eventually(log, "P callback"), "the producer ran (switch off)");
+  check(not_within_100ms(log, "C callback"), "switch off: the consumer waits for the event");
+  gate.release();
+  check(ordo_wait_for_var(e, v) == ORDO_OK, "wait (switch off)");
+  check(log.at("P kernel") < log.at("C callback"), "switch off: callback after the kernel");
+  ordo_engine_destroy(e);
+}
+
+// A producer whose kernel fails after its consumers started: each consumer's outcome is the
+// producer's error (its callback ran; on the simulation its kernel ran too); their written
+// vars are poisoned with the producer's message, a CPU op after them is skipped uncalled, and
+// the consumers count as skipped.
+void test_early_failing_producer() {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  ordo_var v, out, out2;
+  ordo_var_new(e, &v);
+  ordo_var_new(e, &out);
+  ordo_var_new(e, &out2);
+  ordo_stats before;
+  before.struct_size = sizeof before;
+  ordo_engine_stats(e, &before);
+  Log log;
+  Gate gate;
+  Step p{&log, "P", &gate, SimDevice::kErrLaunchFailure};
+  Step c{&log, "C"};
+  Step d{&log, "D"};
+  Step x{&log, "X"};
+  push_step(e, &p, 0, nullptr, 0, &v, 1);
+  push_step(e, &c, 0, &v, 1, &out, 1);
+  push_step(e, &d, 0, &out, 1, &out2, 1);
+  check(ordo_opr_push(e, cpu_step, &x, &out2, 1, nullptr, 0, nullptr) == ORDO_OK, "CPU push");
+  check(eventually(log, "D callback"), "the consumers started before the failure is known");
+  gate.release();
+  check(ordo_wait_for_var(e, out2) == ORDO_ERR_OP_FAILED, "the chain's end is poisoned");
+  expect_var_error(e, v, "unspecified launch failure", "the producer's var holds its error");
+  expect_var_error(e, out, "unspecified launch failure", "the consumer's var holds it too");
+  expect_var_error(e, out2, "unspecified launch failure", "so does the next consumer's");
+  check(!log.has("X cpu"), "the CPU op after them is skipped, not called");
+  check(ordo_wait_for_all(e) == ORDO_ERR_OP_FAILED, "wait_for_all reports the failure");
+  ordo_stats after;
+  after.struct_size = sizeof after;
+  ordo_engine_stats(e, &after);
+  check(after.failed - before.failed == 4 && after.skipped - before.skipped == 3,
+        "the producer failed; both consumers and the CPU op were skipped");
+  ordo_engine_destroy(e);
+}
+
+// Destroy with early-released chains in flight drains them: it returns once the held kernels
+// ran, with every stream and event gone.
+void test_early_destroy_in_flight() {
+  const size_t streams_before = g_sim->live_streams();
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  Log log;
+  Gate gate;
+  std::vector<std::unique_ptr<Step>> steps;
+  ordo_var vars[3];
+  for (auto& v : vars) ordo_var_new(e, &v);
+  // Only the first kernel is held: an op that lands on its stream waits behind it too, so the
+  // ops of other chains may be held as well, but S3 (a GPU 0 reader of S0's var) starts early.
+  for (int i = 0; i < 30; ++i) {
+    steps.push_back(std::make_unique<Step>(Step{&log, "S" + std::to_string(i)}));
+    if (i == 0) steps.back()->gate = &gate;
+    ordo_var& v = vars[i % 3];
+    if (i % 4 == 3) {
+      push_step(e, steps.back().get(), (i / 4) % 2, &v, 1, nullptr, 0);
+    } else {
+      push_step(e, steps.back().get(), 0, nullptr, 0, &v, 1);
+    }
+  }
+  check(eventually(log, "S3 callback") && !log.has("S0 kernel"),
+        "a chain started behind a held kernel");
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    gate.release();
+  });
+  check(ordo_engine_destroy(e) == ORDO_OK, "destroy with early chains in flight");
+  opener.join();
+  int kernels = 0;
+  for (auto& st : steps) kernels += log.has(st->name + " kernel") ? 1 : 0;
+  check(kernels == 30, "destroy waited for every kernel");
+  check(g_sim->live_streams() == streams_before, "destroy destroyed the engine's streams");
+  check(g_sim->live_events() == 0, "destroy destroyed the engine's events");
+}
+
+// Many random chains over a few vars, GPU ops of two devices and CPU ops mixed: every op's
+// work (a GPU op's kernel, a CPU op's callback) must see exactly what sequential execution in
+// push order gives. Each write folds its index into the var's value, each read records it.
+struct Model {
+  static constexpr int kVars = 4;
+  std::atomic<uint64_t> value[kVars];
+  std::vector<uint64_t> seen;  // per op: the value read (reads) or 0
+};
+struct ModelOp {
+  Model* m;
+  int index;
+  int var;
+  bool write;
+};
+
+void model_work(ModelOp* op) {
+  uint64_t& slot = op->m->seen[static_cast<size_t>(op->index)];
+  const uint64_t v = op->m->value[op->var].load(std::memory_order_relaxed);
+  if (op->write) {
+    op->m->value[op->var].store(v * 31 + static_cast<uint64_t>(op->index) + 1,
+                                std::memory_order_relaxed);
+  } else {
+    slot = v;
+  }
+}
+
+int32_t model_gpu(ordo_exec* exec, void* ud) {
+  auto* op = static_cast<ModelOp*>(ud);
+  g_sim->launch(stream_of(exec), [op] { model_work(op); });
+  return 0;
+}
+
+int32_t model_cpu(ordo_exec*, void* ud) {
+  model_work(static_cast<ModelOp*>(ud));
+  return 0;
+}
+
+void test_early_model(int32_t kind, int rounds) {
+  uint64_t seed = 12345;
+  auto rnd = [&] {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<int>(seed >> 33);
+  };
+  int mismatches = 0;
+  for (int round = 0; round < rounds; ++round) {
+    ordo_engine* e = make_engine(kind);
+    ordo_var vars[Model::kVars];
+    for (auto& v : vars) ordo_var_new(e, &v);
+    constexpr int kOps = 200;
+    Model m;
+    for (auto& v : m.value) v.store(0);
+    m.seen.assign(kOps, 0);
+    std::vector<ModelOp> ops(kOps);
+    uint64_t expect_value[Model::kVars] = {0, 0, 0, 0};
+    std::vector<uint64_t> expect_seen(kOps, 0);
+    for (int i = 0; i < kOps; ++i) {
+      const int var = rnd() % Model::kVars;
+      const int what = rnd() % 10;  // 0-5 GPU 0, 6-7 GPU 1, 8-9 CPU
+      const bool write = rnd() % 2 == 0;
+      ops[static_cast<size_t>(i)] = ModelOp{&m, i, var, write};
+      if (write) {
+        expect_value[var] = expect_value[var] * 31 + static_cast<uint64_t>(i) + 1;
+      } else {
+        expect_seen[static_cast<size_t>(i)] = expect_value[var];
+      }
+      const ordo_var* reads = write ? nullptr : &vars[var];
+      const ordo_var* writes = write ? &vars[var] : nullptr;
+      if (what < 8) {
+        ordo_push_opts o = gpu_opts(what < 6 ? 0 : 1);
+        ordo_opr_push(e, model_gpu, &ops[static_cast<size_t>(i)], reads, write ? 0 : 1, writes,
+                      write ? 1 : 0, &o);
+      } else {
+        ordo_opr_push(e, model_cpu, &ops[static_cast<size_t>(i)], reads, write ? 0 : 1, writes,
+                      write ? 1 : 0, nullptr);
+      }
+      if (rnd() % 50 == 0) ordo_wait_for_var(e, vars[var]);
+    }
+    check(ordo_wait_for_all(e) == ORDO_OK, "model: wait for all");
+    for (int v = 0; v < Model::kVars; ++v) {
+      if (m.value[v].load() != expect_value[v]) ++mismatches;
+    }
+    for (int i = 0; i < kOps; ++i) {
+      if (m.seen[static_cast<size_t>(i)] != expect_seen[static_cast<size_t>(i)]) ++mismatches;
+    }
+    ordo_engine_destroy(e);
+  }
+  check(mismatches == 0, "model: every op saw push order", std::to_string(mismatches).c_str());
+}
+
+void early_release_tests() {
+  test_early_consumer(ORDO_ENGINE_PER_DEVICE, "per_device");
+  test_early_consumer(ORDO_ENGINE_POOLED, "pooled");
+  test_early_consumer(ORDO_ENGINE_NAIVE, "naive");
+  test_early_prepared();
+  test_early_chain_of_3(ORDO_ENGINE_PER_DEVICE, "per_device");
+  test_early_chain_of_3(ORDO_ENGINE_NAIVE, "naive");
+  test_early_others_wait();
+  test_early_war();
+  test_early_switch_off();
+  test_early_failing_producer();
+  std::printf("early release: done\n");
+  test_early_destroy_in_flight();
+  const char* r = std::getenv("ORDO_GPU_SIM_ROUNDS");
+  const int rounds = r && *r ? std::atoi(r) : 20;
+  test_early_model(ORDO_ENGINE_PER_DEVICE, rounds);
+  test_early_model(ORDO_ENGINE_POOLED, rounds / 2);
+  test_early_model(ORDO_ENGINE_NAIVE, rounds / 2);
+  std::printf("early release model: done\n");
+}
+
 }  // namespace
 
 int main() {
@@ -405,6 +870,13 @@ int main() {
   test_round_robin_and_info(ORDO_ENGINE_PER_DEVICE, "per_device");
   test_round_robin_and_info(ORDO_ENGINE_POOLED, "pooled");
   test_round_robin_and_info(ORDO_ENGINE_NAIVE, "naive");
+  test_round_robin_and_info(ORDO_ENGINE_PER_DEVICE, "per_device, 3 streams", 3, 3);
+  test_round_robin_and_info(ORDO_ENGINE_NAIVE, "naive, 1 stream", 1, 1);
+  test_round_robin_and_info(ORDO_ENGINE_POOLED, "pooled, 64 streams", 64, 64);
+  setenv("ORDO_GPU_STREAMS", "5", 1);
+  test_round_robin_and_info(ORDO_ENGINE_PER_DEVICE, "per_device, ORDO_GPU_STREAMS=5", 0, 5);
+  test_round_robin_and_info(ORDO_ENGINE_PER_DEVICE, "per_device, field beats env", 2, 2);
+  unsetenv("ORDO_GPU_STREAMS");
   std::printf("round robin: done\n");
   test_copy_streams();
   std::printf("copy streams: done\n");
@@ -413,9 +885,14 @@ int main() {
   test_injected_errors();
   std::printf("injected errors: done\n");
   test_sim_stream_wait_event();
-  test_cross_stream_dependency(ORDO_ENGINE_PER_DEVICE, "per_device");
-  test_cross_stream_dependency(ORDO_ENGINE_POOLED, "pooled");
+  test_cross_stream_dependency(ORDO_ENGINE_PER_DEVICE, "per_device, waits off", -1);
+  test_cross_stream_dependency(ORDO_ENGINE_POOLED, "pooled, waits off", -1);
+  setenv("ORDO_GPU_STREAM_WAITS", "0", 1);
+  test_cross_stream_dependency(ORDO_ENGINE_PER_DEVICE, "per_device, ORDO_GPU_STREAM_WAITS=0", 0);
+  unsetenv("ORDO_GPU_STREAM_WAITS");
   test_cross_stream_failing_producer();
+  std::printf("cross-stream dependencies, waits off: done\n");
+  early_release_tests();
   std::printf("cross-stream dependencies: done\n");
   test_shutdown_in_flight();
   std::printf("shutdown in flight: done\n");

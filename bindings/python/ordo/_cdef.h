@@ -53,6 +53,8 @@ typedef struct ordo_engine_config {
   uint32_t reserved0;
   const void* next;
   const char* trace_path;
+  int32_t gpu_compute_streams;
+  int32_t gpu_stream_waits;
 } ordo_engine_config;
 void ordo_engine_config_init_sized(ordo_engine_config* cfg, size_t size);
 ordo_status ordo_engine_create(const ordo_engine_config* cfg, ordo_engine** out);

@@ -101,6 +101,8 @@ pub struct ordo_engine_config {
     pub reserved0: u32,
     pub next: *const c_void,
     pub trace_path: *const c_char,
+    pub gpu_compute_streams: i32,
+    pub gpu_stream_waits: i32,
 }
 
 pub const ORDO_STATS_QUEUES: usize = 4;
@@ -323,7 +325,8 @@ mod layout {
                 ORDO_STRUCT_ENGINE_CONFIG,
                 size_of::<ordo_engine_config>(),
                 fields!(ordo_engine_config: struct_size, kind, cpu_threads, cpu_priority_threads,
-                    copy_threads, max_pending, flags, reserved0, next, trace_path),
+                    copy_threads, max_pending, flags, reserved0, next, trace_path, gpu_compute_streams,
+                    gpu_stream_waits),
             ),
             (
                 "ordo_stats",
