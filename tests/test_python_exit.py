@@ -32,7 +32,8 @@ class Config(ctypes.Structure):
                 ("cpu_threads", ctypes.c_int32), ("cpu_priority_threads", ctypes.c_int32),
                 ("copy_threads", ctypes.c_int32), ("max_pending", ctypes.c_int32),
                 ("flags", ctypes.c_uint32), ("reserved0", ctypes.c_uint32),
-                ("next", ctypes.c_void_p), ("trace_path", ctypes.c_char_p)]
+                ("next", ctypes.c_void_p), ("trace_path", ctypes.c_char_p),
+                ("gpu_compute_streams", ctypes.c_int32), ("gpu_stream_waits", ctypes.c_int32)]
 
 class PushOpts(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint32), ("priority", ctypes.c_int32),
