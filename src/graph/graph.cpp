@@ -1,0 +1,127 @@
+#include "graph/graph.h"
+
+#include <cstring>
+#include <string>
+
+#include "base/last_error.h"
+#include "base/spin_lock.h"
+#include "core/op_block.h"
+
+namespace ordo {
+
+Graph::~Graph() {
+  for (GraphNode& n : nodes_) {
+    if (n.prepared) engine_->prepared_release(n.prepared);
+  }
+  for (GraphNode& n : nodes_) {
+    if (n.free_fn) n.free_fn(n.user_data);
+  }
+}
+
+GraphNode* Graph::new_node(const OpSpec& spec, WorkerGroup* group,
+                           const std::vector<VarRef>& refs) {
+  nodes_.reserve(nodes_.size() + 1);  // both grow before either changes: a throw leaves no trace
+  refs_.reserve(refs_.size() + refs.size());
+  nodes_.emplace_back();
+  GraphNode& n = nodes_.back();
+  n.graph = this;
+  n.fn = spec.fn;
+  n.user_data = spec.user_data;
+  n.free_fn = spec.free_fn;
+  n.group = group;
+  n.priority = spec.priority;
+  n.prop = spec.prop;
+  n.device_type = spec.device_type;
+  n.device_id = spec.device_id;
+  n.first_ref = static_cast<uint32_t>(refs_.size());
+  n.num_refs = static_cast<uint32_t>(refs.size());
+  copy_name(n.name, spec.name ? spec.name : "");
+  refs_.insert(refs_.end(), refs.begin(), refs.end());
+  return &n;
+}
+
+ordo_status Graph::add_push(const OpSpec& spec, const ordo_var* const_vars, size_t num_const,
+                            const ordo_var* mutable_vars, size_t num_mutable) {
+  WorkerGroup* group = nullptr;
+  std::vector<VarRef> refs;
+  if (ordo_status s =
+          engine_->resolve(spec, const_vars, num_const, mutable_vars, num_mutable, &group, &refs)) {
+    return s;
+  }
+  new_node(spec, group, refs);
+  return ORDO_OK;
+}
+
+ordo_status Graph::add_prepared(ordo_opr opr, int32_t priority) {
+  PreparedOp* p = nullptr;
+  if (ordo_status s = engine_->prepared_capture(opr, &p)) return s;
+  // As ordo_opr_push_prepared would: a var of the op deleted since is refused now.
+  for (const VarRef& r : p->refs) {
+    SpinGuard g(r.slot->push_lock);
+    if (!r.slot->named_by(r.gen)) {
+      engine_->prepared_release(p);
+      return stale_var(engine_->tag(), r);
+    }
+  }
+  OpSpec spec;
+  spec.fn = p->fn;
+  spec.user_data = p->user_data;
+  spec.priority = priority;
+  spec.prop = p->prop;
+  spec.device_type = p->device_type;
+  spec.device_id = p->device_id;
+  spec.name = p->name;
+  try {
+    new_node(spec, p->group, p->refs)->prepared = p;  // its free_fn stays the prepared op's
+  } catch (...) {
+    engine_->prepared_release(p);
+    throw;
+  }
+  return ORDO_OK;
+}
+
+ordo_status Graph::launch(const char* api) {
+  const size_t n = nodes_.size();
+  // Counted for the whole launch at once: one atomic per launch here, one per op in node_done.
+  in_flight_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
+  for (size_t i = 0; i < n; ++i) {
+    GraphNode& node = nodes_[i];
+    OpSpec spec;
+    spec.fn = &run_node;
+    spec.user_data = &node;
+    spec.free_fn = &node_done;
+    spec.priority = node.priority;
+    spec.prop = node.prop;
+    spec.device_type = node.device_type;
+    spec.device_id = node.device_id;
+    spec.name = node.name[0] ? node.name : nullptr;
+    ordo_status s =
+        engine_->push_resolved(spec, node.group, refs_.data() + node.first_ref, node.num_refs);
+    if (__builtin_expect(s != ORDO_OK, 0)) {
+      in_flight_.fetch_sub(static_cast<int64_t>(n - i), std::memory_order_release);
+      return stopped(api, i, s);
+    }
+  }
+  return ORDO_OK;
+}
+
+ordo_status Graph::stopped(const char* api, size_t index, ordo_status s) {
+  std::string why = last_error();  // the push's own account (a stale var, shutdown, memory)
+  const GraphNode& node = nodes_[index];
+  return fail(s,
+              "%s: op %zu of %zu ('%s') could not be pushed: %s; the %zu ops before it were "
+              "pushed and run, the rest were not",
+              api, index, nodes_.size(), node.name, why.c_str(), index);
+}
+
+int32_t Graph::run_node(ordo_exec* exec, void* node) {
+  const GraphNode* n = static_cast<const GraphNode*>(node);
+  return n->fn(exec, n->user_data);
+}
+
+void Graph::node_done(void* node) {
+  // The last touch of the graph by this op: destroy may free it right after.
+  static_cast<GraphNode*>(node)->graph->release();
+}
+
+}  // namespace ordo

@@ -1,0 +1,81 @@
+// Graph: the ops one capture recorded (ordo_graph_begin_capture .. ordo_graph_end_capture), each
+// routed and resolved once, and replayed by ordo_graph_launch through the engine's ordinary push
+// path, in capture order. A launch is therefore exactly the dynamic pushes made again: the same
+// ordering, errors, skips, waits and stats (docs/ARCHITECTURE.md, section 10).
+//
+// Each replayed op runs through a trampoline (run_node) whose free_fn (node_done) counts the
+// graph's ops in flight down, so that destroy can refuse a graph still running; the caller's own
+// free_fns run once, when the graph is destroyed.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/var_refs.h"
+#include "engine/engine.h"
+#include "engine/prepared.h"
+#include "ordo/ordo.h"
+
+namespace ordo {
+
+class Graph;
+
+// One captured push: what ordo_opr_push or ordo_opr_push_prepared asked for.
+struct GraphNode {
+  Graph* graph = nullptr;
+  ordo_fn fn = nullptr;
+  void* user_data = nullptr;
+  ordo_free_fn free_fn = nullptr;  // called once, at destroy
+  PreparedOp* prepared = nullptr;  // a captured prepared push holds a reference on its op
+  WorkerGroup* group = nullptr;
+  int32_t priority = 0;
+  int32_t prop = ORDO_PROP_NORMAL;
+  int32_t device_type = ORDO_DEVICE_CPU;
+  int32_t device_id = 0;
+  uint32_t first_ref = 0;  // its vars: refs_[first_ref .. first_ref + num_refs)
+  uint32_t num_refs = 0;
+  char name[ORDO_NAME_MAX + 1] = {};
+};
+
+class Graph {
+ public:
+  explicit Graph(Engine* engine) : engine_(engine) {}
+  // Drops the prepared ops' references and runs the caller's free_fns, capture order.
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  Engine* engine() const { return engine_; }
+  size_t size() const { return nodes_.size(); }
+
+  // Capture: records an ordo_opr_push (spec checked by make_spec) or ordo_opr_push_prepared,
+  // refusing what the push itself would refuse (bad var, no device), with nothing recorded.
+  ordo_status add_push(const OpSpec& spec, const ordo_var* const_vars, size_t num_const,
+                       const ordo_var* mutable_vars, size_t num_mutable);
+  ordo_status add_prepared(ordo_opr opr, int32_t priority);
+
+  // Replays every node through the push path. The caller holds the graph (hold()) meanwhile.
+  // A push refused half-way (a var deleted since the capture, shutdown) stops the launch: the
+  // ops before it stay pushed, and the status and message say how far it got.
+  ordo_status launch(const char* api);
+
+  // A launch in progress, or ops of one still pending, keep the graph: destroy refuses it.
+  void hold() { in_flight_.fetch_add(1, std::memory_order_relaxed); }
+  void release() { in_flight_.fetch_sub(1, std::memory_order_release); }
+  bool in_flight() const { return in_flight_.load(std::memory_order_acquire) != 0; }
+
+ private:
+  static int32_t run_node(ordo_exec* exec, void* node);
+  static void node_done(void* node);
+  GraphNode* new_node(const OpSpec& spec, WorkerGroup* group, const std::vector<VarRef>& refs);
+  ordo_status stopped(const char* api, size_t index, ordo_status s);
+
+  Engine* const engine_;
+  std::vector<GraphNode> nodes_;  // fixed once the capture ends: pushes point at its nodes
+  std::vector<VarRef> refs_;
+  std::atomic<int64_t> in_flight_{0};
+};
+
+}  // namespace ordo
