@@ -7,12 +7,14 @@
 
 #include "api/engine_registry.h"
 #include "api/entry.h"
+#include "api/graph_entry.h"
 #include "api/struct_io.h"
 #include "base/last_error.h"
 #include "core/handle_bits.h"
 #include "device/device_count.h"
 #include "engine/deferred_calls.h"
 #include "engine/engine.h"
+#include "graph/capture.h"
 #include "ordo/ordo.h"
 
 using namespace ordo;
@@ -143,7 +145,11 @@ ORDO_API ordo_status ordo_engine_create(const ordo_engine_config* cfg, ordo_engi
 }
 
 ORDO_API ordo_status ordo_engine_destroy(ordo_engine* e) {
-  return guarded(__func__, [&](const char*) {
+  return guarded(__func__, [&](const char* api) {
+    Engine* engine;
+    if (resolve_engine(e, &engine) == ORDO_OK && capture_for(engine)) {
+      return refuse_in_capture(api);
+    }
     run_deferred_calls();
     ordo_status s = destroy_engine(e);
     run_deferred_calls();  // what threads that exited during the drain left (deferred_calls.h)
@@ -263,13 +269,15 @@ ORDO_API ordo_status ordo_var_new(ordo_engine* e, ordo_var* out) {
 }
 
 ORDO_API ordo_status ordo_var_delete(ordo_engine* e, ordo_var v) {
-  return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
+  return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
+    if (capture_for(engine)) return refuse_in_capture(api);
     return engine->var_delete(v);
   });
 }
 
 ORDO_API ordo_status ordo_var_clear_error(ordo_engine* e, ordo_var v) {
-  return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
+  return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
+    if (capture_for(engine)) return refuse_in_capture(api);
     return engine->var_clear_error(v);
   });
 }
@@ -298,6 +306,11 @@ ORDO_API ordo_status ordo_opr_push(ordo_engine* e, ordo_fn fn, void* user_data,
                                   num_mutable, opts, &spec)) {
       return s;
     }
+    if (__builtin_expect(t_capture != nullptr, 0)) {  // one test of a thread-local per push
+      if (Capture* c = capture_for(engine)) {
+        return record_push(c, spec, const_vars, num_const, mutable_vars, num_mutable);
+      }
+    }
     return engine->push(spec, const_vars, num_const, mutable_vars, num_mutable);
   });
 }
@@ -322,6 +335,9 @@ ORDO_API ordo_status ordo_opr_new(ordo_engine* e, ordo_fn fn, void* user_data,
 
 ORDO_API ordo_status ordo_opr_push_prepared(ordo_engine* e, ordo_opr opr, int32_t priority) {
   return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
+    if (__builtin_expect(t_capture != nullptr, 0)) {
+      if (Capture* c = capture_for(engine)) return record_prepared(c, opr, priority);
+    }
     return engine->prepared_push(opr, priority);
   });
 }
@@ -407,28 +423,32 @@ ORDO_API ordo_status ordo_exec_get_info(const ordo_exec* exec, ordo_exec_info* i
 // ---- waiting -----------------------------------------------------------------------------------
 
 ORDO_API ordo_status ordo_wait_for_var(ordo_engine* e, ordo_var v) {
-  return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
+  return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
+    if (capture_for(engine)) return refuse_in_capture(api);
     run_deferred_calls();
     return engine->wait_for_var(v, nullptr);
   });
 }
 
 ORDO_API ordo_status ordo_wait_for_var_timeout(ordo_engine* e, ordo_var v, uint64_t timeout_ns) {
-  return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
+  return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
+    if (capture_for(engine)) return refuse_in_capture(api);
     run_deferred_calls();
     return engine->wait_for_var(v, &timeout_ns);
   });
 }
 
 ORDO_API ordo_status ordo_wait_for_all(ordo_engine* e) {
-  return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
+  return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
+    if (capture_for(engine)) return refuse_in_capture(api);
     run_deferred_calls();
     return engine->wait_for_all(nullptr);
   });
 }
 
 ORDO_API ordo_status ordo_wait_for_all_timeout(ordo_engine* e, uint64_t timeout_ns) {
-  return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
+  return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
+    if (capture_for(engine)) return refuse_in_capture(api);
     run_deferred_calls();
     return engine->wait_for_all(&timeout_ns);
   });
@@ -438,6 +458,7 @@ ORDO_API ordo_status ordo_wait_for_var_async(ordo_engine* e, ordo_var v, ordo_wa
                                              void* user_data) {
   return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
     if (!fn) return null_arg(api, "fn");
+    if (capture_for(engine)) return refuse_in_capture(api);
     run_deferred_calls();
     return engine->wait_for_var_async(v, fn, user_data);
   });
