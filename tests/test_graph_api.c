@@ -514,7 +514,10 @@ Test(graph, pushes_to_another_engine_and_from_other_threads_are_not_captured) {
 static ordo_completion g_held;
 static int32_t hold_op(ordo_exec* x, void* ud) {
   (void)ud;
-  return ordo_exec_defer(x, &g_held) == ORDO_OK ? 0 : 1;
+  ordo_completion c = 0;
+  if (ordo_exec_defer(x, &c) != ORDO_OK) return 1;
+  __atomic_store_n(&g_held, c, __ATOMIC_RELEASE); /* the test thread polls it */
+  return 0;
 }
 static int32_t pushes_from_inside(ordo_exec* x, void* ud) {
   ordo_exec_info info;
