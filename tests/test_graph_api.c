@@ -637,3 +637,31 @@ Test(graph, launched_ops_keep_their_name_and_priority) {
   ordo_graph_destroy(g);
   ordo_engine_destroy(e);
 }
+
+/* A graph op whose callback ends its thread (a forced unwind) fails as a pushed op does, and
+ * still counts as finished for the graph: destroy succeeds once the engine is idle. */
+static int32_t exits_thread(ordo_exec* x, void* ud) {
+  (void)x;
+  (void)ud;
+  pthread_exit(NULL);
+  return 0;
+}
+static void* launch_once(void* p) {
+  ordo_graph_launch((ordo_graph*)p);
+  return NULL;
+}
+
+Test(graph, an_op_that_ends_its_thread_fails_and_the_graph_can_be_destroyed) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_NAIVE);
+  ordo_var v = new_var(e);
+  expect_status(ordo_graph_begin_capture(e), ORDO_OK, "begin");
+  ordo_opr_push(e, exits_thread, NULL, NULL, 0, &v, 1, NULL);
+  ordo_graph* g = NULL;
+  expect_status(ordo_graph_end_capture(e, &g), ORDO_OK, "end");
+  pthread_t t;
+  pthread_create(&t, NULL, launch_once, g); /* naive: the op runs, and ends, on that thread */
+  pthread_join(t, NULL);
+  expect_status(ordo_wait_for_all(e), ORDO_ERR_OP_FAILED, "wait_for_all");
+  expect_status(ordo_graph_destroy(g), ORDO_OK, "destroy");
+  ordo_engine_destroy(e);
+}

@@ -95,6 +95,7 @@ void OpRunner::execute(OpBlock* op, Worker* self) {
       return;
     case OpKind::kUser:
     case OpKind::kPrepared:
+    case OpKind::kGraph:
       break;
   }
   // A GPU op: one test of a field on the line already read, never taken by a CPU op.
@@ -306,6 +307,9 @@ void OpRunner::release_user_data(OpBlock* op, ErrorRecord* failure, Worker* self
         throw;
       }
     }
+  } else if (op->kind == OpKind::kGraph) {
+    auto* hook = static_cast<OpHook*>(op->internal);
+    hook->finished(hook);  // ordo's own code: it never unwinds
   } else if (op->free_fn) {
     try {
       op->free_fn(op->user_data);

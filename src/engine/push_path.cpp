@@ -90,7 +90,8 @@ ordo_status PushPath::push_resolved(const OpSpec& spec, WorkerGroup* group, VarR
   // Counted here, under the shared lane's lock when the lane is shared. Only the caller's own
   // pushes are throttled: the internal ops of ordo_var_delete, ordo_var_clear_error and
   // ordo_wait_for_var must neither wait nor run callbacks on the calling thread.
-  const bool user_op = spec.kind == OpKind::kUser || spec.kind == OpKind::kPrepared;
+  const bool user_op =
+      spec.kind == OpKind::kUser || spec.kind == OpKind::kPrepared || spec.kind == OpKind::kGraph;
   const bool check_window = user_op && lane->throttle_check_due(throttle_check_every_);
   if (shared) counts_.unlock_shared_lane();
   fill(op, spec, group);

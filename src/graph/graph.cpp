@@ -1,5 +1,6 @@
 #include "graph/graph.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -18,13 +19,22 @@ Graph::~Graph() {
   }
 }
 
+namespace {
+// Room for `more` elements, growing geometrically (reserve() alone would grow by exactly what
+// is asked, making a capture quadratic).
+template <class T>
+void grow(std::vector<T>* v, size_t more) {
+  if (v->capacity() - v->size() >= more) return;
+  v->reserve(std::max(v->size() + more, std::max<size_t>(16, 2 * v->capacity())));
+}
+}  // namespace
+
 GraphNode* Graph::new_node(const OpSpec& spec, WorkerGroup* group,
                            const std::vector<VarRef>& refs) {
-  nodes_.reserve(nodes_.size() + 1);  // both grow before either changes: a throw leaves no trace
-  refs_.reserve(refs_.size() + refs.size());
+  grow(&nodes_, 1);  // both grow before either changes: a throw leaves no trace
+  grow(&refs_, refs.size());
   nodes_.emplace_back();
   GraphNode& n = nodes_.back();
-  n.graph = this;
   n.fn = spec.fn;
   n.user_data = spec.user_data;
   n.free_fn = spec.free_fn;
@@ -82,14 +92,15 @@ ordo_status Graph::add_prepared(ordo_opr opr, int32_t priority) {
 
 ordo_status Graph::launch(const char* api) {
   const size_t n = nodes_.size();
-  // Counted for the whole launch at once: one atomic per launch here, one per op in node_done.
-  in_flight_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
+  // Counted for the whole launch at once: one atomic per launch here, one per op in op_finished.
+  in_flight_.add_ops(static_cast<int64_t>(n));
   for (size_t i = 0; i < n; ++i) {
     GraphNode& node = nodes_[i];
     OpSpec spec;
-    spec.fn = &run_node;
-    spec.user_data = &node;
-    spec.free_fn = &node_done;
+    spec.fn = node.fn;
+    spec.user_data = node.user_data;
+    spec.kind = OpKind::kGraph;
+    spec.internal = &hook_;
     spec.priority = node.priority;
     spec.prop = node.prop;
     spec.device_type = node.device_type;
@@ -98,7 +109,7 @@ ordo_status Graph::launch(const char* api) {
     ordo_status s =
         engine_->push_resolved(spec, node.group, refs_.data() + node.first_ref, node.num_refs);
     if (__builtin_expect(s != ORDO_OK, 0)) {
-      in_flight_.fetch_sub(static_cast<int64_t>(n - i), std::memory_order_release);
+      in_flight_.done(static_cast<int64_t>(n - i));
       return stopped(api, i, s);
     }
   }
@@ -114,14 +125,9 @@ ordo_status Graph::stopped(const char* api, size_t index, ordo_status s) {
               api, index, nodes_.size(), node.name, why.c_str(), index);
 }
 
-int32_t Graph::run_node(ordo_exec* exec, void* node) {
-  const GraphNode* n = static_cast<const GraphNode*>(node);
-  return n->fn(exec, n->user_data);
-}
-
-void Graph::node_done(void* node) {
+void Graph::op_finished(OpHook* hook) {
   // The last touch of the graph by this op: destroy may free it right after.
-  static_cast<GraphNode*>(node)->graph->release();
+  static_cast<Hook*>(hook)->graph->in_flight_.done();
 }
 
 }  // namespace ordo

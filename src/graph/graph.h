@@ -3,9 +3,10 @@
 // path, in capture order. A launch is therefore exactly the dynamic pushes made again: the same
 // ordering, errors, skips, waits and stats (docs/ARCHITECTURE.md, section 10).
 //
-// Each replayed op runs through a trampoline (run_node) whose free_fn (node_done) counts the
-// graph's ops in flight down, so that destroy can refuse a graph still running; the caller's own
-// free_fns run once, when the graph is destroyed.
+// Each replayed op is the caller's callback and user data, pushed as OpKind::kGraph: instead of
+// a free_fn, the engine tells the graph's OpHook when it has finished, which counts the graph's
+// ops in flight down (InFlight), so that destroy can refuse a graph still running; the caller's
+// own free_fns run once, when the graph is destroyed. The worker never reads the graph's nodes.
 #pragma once
 
 #include <atomic>
@@ -16,6 +17,7 @@
 #include "core/var_refs.h"
 #include "engine/engine.h"
 #include "engine/prepared.h"
+#include "graph/in_flight.h"
 #include "ordo/ordo.h"
 
 namespace ordo {
@@ -24,7 +26,6 @@ class Graph;
 
 // One captured push: what ordo_opr_push or ordo_opr_push_prepared asked for.
 struct GraphNode {
-  Graph* graph = nullptr;
   ordo_fn fn = nullptr;
   void* user_data = nullptr;
   ordo_free_fn free_fn = nullptr;  // called once, at destroy
@@ -41,7 +42,7 @@ struct GraphNode {
 
 class Graph {
  public:
-  explicit Graph(Engine* engine) : engine_(engine) {}
+  explicit Graph(Engine* engine) : engine_(engine) { hook_.graph = this; }
   // Drops the prepared ops' references and runs the caller's free_fns, capture order.
   ~Graph();
   Graph(const Graph&) = delete;
@@ -62,20 +63,26 @@ class Graph {
   ordo_status launch(const char* api);
 
   // A launch in progress, or ops of one still pending, keep the graph: destroy refuses it.
-  void hold() { in_flight_.fetch_add(1, std::memory_order_relaxed); }
-  void release() { in_flight_.fetch_sub(1, std::memory_order_release); }
-  bool in_flight() const { return in_flight_.load(std::memory_order_acquire) != 0; }
+  // hold() and in_flight() are called under the graph table's lock (see InFlight::idle).
+  void hold() { in_flight_.begin_launch(); }
+  void release() { in_flight_.end_launch(); }
+  bool in_flight() const { return !in_flight_.idle(); }
 
  private:
-  static int32_t run_node(ordo_exec* exec, void* node);
-  static void node_done(void* node);
+  // The engine's OpHook, with the way back to its graph.
+  struct Hook : OpHook {
+    Hook() : OpHook{&Graph::op_finished} {}
+    Graph* graph = nullptr;
+  };
+  static void op_finished(OpHook* hook);
   GraphNode* new_node(const OpSpec& spec, WorkerGroup* group, const std::vector<VarRef>& refs);
   ordo_status stopped(const char* api, size_t index, ordo_status s);
 
   Engine* const engine_;
   std::vector<GraphNode> nodes_;  // fixed once the capture ends: pushes point at its nodes
   std::vector<VarRef> refs_;
-  std::atomic<int64_t> in_flight_{0};
+  Hook hook_;
+  InFlight in_flight_;
 };
 
 }  // namespace ordo
