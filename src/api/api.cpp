@@ -306,11 +306,6 @@ ORDO_API ordo_status ordo_opr_push(ordo_engine* e, ordo_fn fn, void* user_data,
                                   num_mutable, opts, &spec)) {
       return s;
     }
-    if (__builtin_expect(t_capture != nullptr, 0)) {  // one test of a thread-local per push
-      if (Capture* c = capture_for(engine)) {
-        return record_push(c, spec, const_vars, num_const, mutable_vars, num_mutable);
-      }
-    }
     return engine->push(spec, const_vars, num_const, mutable_vars, num_mutable);
   });
 }
@@ -335,9 +330,6 @@ ORDO_API ordo_status ordo_opr_new(ordo_engine* e, ordo_fn fn, void* user_data,
 
 ORDO_API ordo_status ordo_opr_push_prepared(ordo_engine* e, ordo_opr opr, int32_t priority) {
   return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
-    if (__builtin_expect(t_capture != nullptr, 0)) {
-      if (Capture* c = capture_for(engine)) return record_prepared(c, opr, priority);
-    }
     return engine->prepared_push(opr, priority);
   });
 }

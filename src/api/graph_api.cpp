@@ -9,6 +9,7 @@
 #include "api/graph_entry.h"
 #include "api/graph_registry.h"
 #include "base/last_error.h"
+#include "engine/lane_cache.h"
 #include "graph/capture.h"
 #include "graph/graph.h"
 #include "ordo/ordo.h"
@@ -25,17 +26,6 @@ ordo_status refuse_in_capture(const char* api) {
               api);
 }
 
-ordo_status record_push(Capture* c, const OpSpec& spec, const ordo_var* const_vars,
-                        size_t num_const, const ordo_var* mutable_vars, size_t num_mutable) {
-  if (c->engine->shutting_down()) return refuse_push(ORDO_ERR_SHUTDOWN);
-  return c->graph->add_push(spec, const_vars, num_const, mutable_vars, num_mutable);
-}
-
-ordo_status record_prepared(Capture* c, ordo_opr opr, int32_t priority) {
-  if (c->engine->shutting_down()) return refuse_push(ORDO_ERR_SHUTDOWN);
-  return c->graph->add_prepared(opr, priority);
-}
-
 }  // namespace ordo
 
 namespace {
@@ -50,9 +40,9 @@ ordo_status no_capture(const char* api) {
 // Ends this thread's capture and gives its graph a handle. The capture is over whatever happens:
 // a graph that gets no handle is dropped (its free_fns run now).
 ordo_status finish_capture(const char* api, std::unique_ptr<Capture> c, ordo_graph** out) {
-  t_capture = nullptr;
-  std::unique_ptr<Graph> graph = std::move(c->graph);
-  EngineSlot* pin = c->pin;
+  this_thread::recorder = nullptr;
+  std::unique_ptr<Graph> graph = c->take_graph();
+  EngineSlot* pin = c->pin();
   ordo_status s;
   if (graph->engine()->shutting_down()) {
     s = fail(ORDO_ERR_SHUTDOWN,
@@ -74,7 +64,7 @@ extern "C" {
 
 ORDO_API ordo_status ordo_graph_begin_capture(ordo_engine* e) {
   return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
-    if (t_capture) {
+    if (open_capture()) {
       return fail(ORDO_ERR_INVALID_STATE,
                   "%s: a capture is already open on this thread (captures do not nest); end it "
                   "with ordo_graph_end_capture first",
@@ -92,11 +82,12 @@ ORDO_API ordo_status ordo_graph_begin_capture(ordo_engine* e) {
     EngineSlot* slot = slot_for_tag(engine->tag());
     if (!slot || !pin_engine(slot)) return bad_engine_handle(e);
     try {
-      t_capture = new Capture(engine, slot);
+      this_thread::recorder = new Capture(engine, slot);
     } catch (...) {
       unpin_engine(slot);
       throw;
     }
+    forget_last_lane();  // the next push to the engine asks for a lane, and is recorded
     return ORDO_OK;
   });
 }
@@ -106,11 +97,11 @@ ORDO_API ordo_status ordo_graph_end_capture(ordo_engine* e, ordo_graph** out) {
   return guarded(__func__, [&](const char* api) -> ordo_status {
     if (!e) return null_arg(api, "e");
     if (!out) return null_arg(api, "out");
-    Capture* c = t_capture;
+    Capture* c = open_capture();
     if (!c) return no_capture(api);
     // Compared by slot, not resolved: the engine may be destroyed meanwhile (the capture pins
     // its memory), and ending the capture must still work then.
-    if (slot_of(e) != c->pin) {
+    if (slot_of(e) != c->pin()) {
       return fail(ORDO_ERR_INVALID_STATE,
                   "%s: the capture open on this thread records another engine's pushes", api);
     }

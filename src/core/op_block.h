@@ -63,15 +63,17 @@ inline OpBlock* VarLink::op() const {
   return reinterpret_cast<const LinkLine*>(line)->op;
 }
 
+// The caller's kinds come first: `kind <= kLastCallers` tells them with one compare.
 enum class OpKind : uint8_t {
   kUser,        // a pushed callback
   kPrepared,    // a push of a prepared op (user_data/free_fn belong to the prepared op)
+  kGraph,       // a caller's op replayed by a graph launch (src/graph/): a kUser with no free_fn,
+                // whose `internal` is an OpHook told when the op has finished
   kWaitSignal,  // ordo_wait_for_var: its wait mark (var_slot.h), a read; wakes the waiter
   kClearError,  // ordo_var_clear_error: a writer that clears the var's error
   kDeleteVar,   // ordo_var_delete: a writer after which the var slot is reclaimed
   kAsyncWait,   // ordo_wait_for_var_async: a writer with no callback; then calls the caller's fn
-  kGraph,       // a caller's op replayed by a graph launch (src/graph/): a kUser with no free_fn,
-                // whose `internal` is an OpHook told when the op has finished
+  kLastCallers = kGraph,
 };
 
 // What a kGraph op tells when it has finished (before waiters on its vars wake, where a free_fn

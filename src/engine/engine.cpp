@@ -4,9 +4,7 @@
 
 #include "base/asymmetric_fence.h"
 #include "base/last_error.h"
-#include "base/spin_lock.h"
 #include "core/handle_bits.h"
-#include "core/var_refs.h"
 #include "engine/deferred_calls.h"
 #include "engine/engine_stats.h"
 #include "engine/pending_report.h"
@@ -109,27 +107,6 @@ void Engine::enter_worker(Worker* w) {
   // the shared paths.
   w->lane = counts_.claim_worker_lane();
   if (tracer_) w->trace = tracer_->add_worker_row(w->group->role(), w->index);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Capture seam: a push resolved once (src/graph/ replays it)
-
-ordo_status Engine::resolve(const OpSpec& spec, const ordo_var* const_vars, size_t num_const,
-                            const ordo_var* mutable_vars, size_t num_mutable, WorkerGroup** group,
-                            std::vector<VarRef>* refs) {
-  if (ordo_status s = push_.route(spec.prop, spec.device_type, spec.device_id, group)) return s;
-  VarRefs resolved;
-  if (ordo_status s =
-          resolved.collect(vars_, tag_, const_vars, num_const, mutable_vars, num_mutable)) {
-    return s;
-  }
-  // A deleted var is refused now, as a push would refuse it; one deleted later, at the replay.
-  for (size_t i = 0; i < resolved.size(); ++i) {
-    SpinGuard g(resolved[i].slot->push_lock);
-    if (!resolved[i].slot->named_by(resolved[i].gen)) return stale_var(tag_, resolved[i]);
-  }
-  refs->assign(resolved.data(), resolved.data() + resolved.size());
-  return ORDO_OK;
 }
 
 // ---------------------------------------------------------------------------------------------

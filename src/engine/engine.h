@@ -16,7 +16,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <vector>
 
 #include "core/op_life.h"
 #include "core/op_pool.h"
@@ -81,19 +80,12 @@ class Engine final : public WorkerHost {
   ordo_status prepared_delete(ordo_opr opr) { return prepared_.destroy(opr); }
 
   // --- seams for capture and replay (src/graph/) ---
-  // Routes an op and resolves its vars once, as a push would (with the same errors), without
-  // pushing it: *group and *refs are what push_resolved takes, any number of times later.
-  ordo_status resolve(const OpSpec& spec, const ordo_var* const_vars, size_t num_const,
-                      const ordo_var* mutable_vars, size_t num_mutable, WorkerGroup** group,
-                      std::vector<VarRef>* refs);
-  // Pushes an op resolved by resolve() (or a prepared op's stored group and refs). A var
-  // deleted since is INVALID_HANDLE here, under its lock, as for any push.
+  // Pushes an op routed and resolved before (a capture's record, engine/push_recorder.h). A
+  // var deleted since is INVALID_HANDLE here, under its lock, as for any push.
   ordo_status push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n) {
     return push_.push_resolved(spec, group, refs, n);
   }
-  ordo_status prepared_capture(ordo_opr opr, PreparedOp** out) {
-    return prepared_.capture(opr, out);
-  }
+  // Drops a prepared op's reference that a capture kept from a recorded push.
   void prepared_release(PreparedOp* p) { prepared_.release_captured(p); }
 
   // --- async completion ---

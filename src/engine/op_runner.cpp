@@ -297,6 +297,24 @@ void OpRunner::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
 }
 
 void OpRunner::release_user_data(OpBlock* op, ErrorRecord* failure, Worker* self) {
+  // A plain op (the common case) costs one test of its kind, as before kGraph existed.
+  if (__builtin_expect(op->kind != OpKind::kUser, 0)) {
+    release_internal(op, failure, self);
+  } else if (op->free_fn) {
+    try {
+      op->free_fn(op->user_data);
+    } catch (...) {
+      if (foreign_exception_in_flight()) {
+        free_fn_unwound(op, failure, self);  // the free_fn ended the thread: finish the op
+        throw;
+      }
+      // A throwing free_fn from a C++ caller must not take the worker down.
+    }
+  }
+}
+
+// What a prepared push or a graph's op lets go of when it finishes (internal ops: nothing).
+void OpRunner::release_internal(OpBlock* op, ErrorRecord* failure, Worker* self) {
   if (op->kind == OpKind::kPrepared) {
     auto* p = static_cast<PreparedOp*>(op->internal);
     if (p->release()) {
@@ -310,16 +328,6 @@ void OpRunner::release_user_data(OpBlock* op, ErrorRecord* failure, Worker* self
   } else if (op->kind == OpKind::kGraph) {
     auto* hook = static_cast<OpHook*>(op->internal);
     hook->finished(hook);  // ordo's own code: it never unwinds
-  } else if (op->free_fn) {
-    try {
-      op->free_fn(op->user_data);
-    } catch (...) {
-      if (foreign_exception_in_flight()) {
-        free_fn_unwound(op, failure, self);  // the free_fn ended the thread: finish the op
-        throw;
-      }
-      // A throwing free_fn from a C++ caller must not take the worker down.
-    }
   }
 }
 

@@ -108,15 +108,6 @@ ordo_status PreparedOps::push(ordo_opr opr, int32_t priority) {
   return s;
 }
 
-ordo_status PreparedOps::capture(ordo_opr opr, PreparedOp** out) {
-  if (ordo_status s = check_handle_kind(opr, HandleKind::kPrepared)) return s;
-  HandleBits b;
-  PreparedOp* p = find_live(opr, &b);
-  if (!p || !p->try_acquire(b.gen)) return no_such_prepared(opr);
-  *out = p;
-  return ORDO_OK;
-}
-
 ordo_status PreparedOps::destroy(ordo_opr opr) {
   if (ordo_status s = check_handle_kind(opr, HandleKind::kPrepared)) return s;
   HandleBits b;

@@ -25,9 +25,8 @@ class PreparedOps {
                      const ordo_var* mutable_vars, size_t num_mutable, ordo_opr* out);
   ordo_status push(ordo_opr opr, int32_t priority);
   ordo_status destroy(ordo_opr opr);
-  // For a capture (src/graph/): the live prepared op `opr` names, with a reference taken that
-  // keeps it (and its free_fn) alive until release_captured. INVALID_HANDLE as push.
-  ordo_status capture(ordo_opr opr, PreparedOp** out);
+  // A captured push of a prepared op keeps the reference it took (src/graph/) until its graph
+  // is destroyed; this drops it.
   void release_captured(PreparedOp* p) {
     if (p->release()) finish(p);
   }

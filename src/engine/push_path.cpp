@@ -6,6 +6,7 @@
 #include "base/asymmetric_fence.h"
 #include "base/last_error.h"
 #include "engine/lane_cache.h"
+#include "engine/push_recorder.h"
 #include "engine/thread_state.h"
 
 namespace ordo {
@@ -66,7 +67,12 @@ ordo_status PushPath::push_resolved(const OpSpec& spec, WorkerGroup* group, VarR
   Worker* self = runner_.current_worker();
   PushLane* lane = self ? self->lane : claim_lane(engine_);
   const bool shared = lane == nullptr;
-  if (shared) lane = counts_.lock_shared_lane();
+  if (shared) {
+    // No lane: all are taken, or this thread captures the engine's pushes (claim_lane gives a
+    // capturing thread none, so that ordinary pushes pay nothing for captures).
+    if (PushRecorder* r = recording()) return r->record(spec, group, refs, n);
+    lane = counts_.lock_shared_lane();
+  }
   // Count first, then look at closed_: the light half of the fence shutdown's heavy one pairs
   // with, so every push either counted itself before shutdown looked (and is drained) or sees
   // closed_ and backs out.
@@ -90,8 +96,7 @@ ordo_status PushPath::push_resolved(const OpSpec& spec, WorkerGroup* group, VarR
   // Counted here, under the shared lane's lock when the lane is shared. Only the caller's own
   // pushes are throttled: the internal ops of ordo_var_delete, ordo_var_clear_error and
   // ordo_wait_for_var must neither wait nor run callbacks on the calling thread.
-  const bool user_op =
-      spec.kind == OpKind::kUser || spec.kind == OpKind::kPrepared || spec.kind == OpKind::kGraph;
+  const bool user_op = spec.kind <= OpKind::kLastCallers;
   const bool check_window = user_op && lane->throttle_check_due(throttle_check_every_);
   if (shared) counts_.unlock_shared_lane();
   fill(op, spec, group);
@@ -122,6 +127,11 @@ ordo_status PushPath::push_resolved(const OpSpec& spec, WorkerGroup* group, VarR
   }
   if (check_window) check_throttle(lane, shared);
   return ORDO_OK;
+}
+
+// Out of line: the thread-local is read only on the shared-lane branch.
+PushRecorder* PushPath::recording() const {
+  return recorder_for(host_);
 }
 
 void PushPath::fill(OpBlock* op, const OpSpec& spec, WorkerGroup* group) {

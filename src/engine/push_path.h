@@ -24,6 +24,7 @@
 namespace ordo {
 
 class Engine;
+class PushRecorder;
 
 // What a push asks for, before it becomes an OpBlock.
 struct OpSpec {
@@ -98,6 +99,8 @@ class PushPath {
 
  private:
   void fill(OpBlock* op, const OpSpec& spec, WorkerGroup* group);
+  // This thread's capture of the engine, if it has one open (engine/push_recorder.h).
+  [[gnu::noinline, gnu::cold]] PushRecorder* recording() const;
   bool attach_links(OpBlock* op, size_t n);
   ordo_status enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* ready);
   // The submission window and helping pushers (push_helping.cpp).

@@ -29,64 +29,34 @@ void grow(std::vector<T>* v, size_t more) {
 }
 }  // namespace
 
-GraphNode* Graph::new_node(const OpSpec& spec, WorkerGroup* group,
-                           const std::vector<VarRef>& refs) {
+GraphNode* Graph::new_node(const OpSpec& spec, WorkerGroup* group, const VarRef* refs, size_t n) {
   grow(&nodes_, 1);  // both grow before either changes: a throw leaves no trace
-  grow(&refs_, refs.size());
+  grow(&refs_, n);
   nodes_.emplace_back();
-  GraphNode& n = nodes_.back();
-  n.fn = spec.fn;
-  n.user_data = spec.user_data;
-  n.free_fn = spec.free_fn;
-  n.group = group;
-  n.priority = spec.priority;
-  n.prop = spec.prop;
-  n.device_type = spec.device_type;
-  n.device_id = spec.device_id;
-  n.first_ref = static_cast<uint32_t>(refs_.size());
-  n.num_refs = static_cast<uint32_t>(refs.size());
-  copy_name(n.name, spec.name ? spec.name : "");
-  refs_.insert(refs_.end(), refs.begin(), refs.end());
-  return &n;
+  GraphNode& node = nodes_.back();
+  node.fn = spec.fn;
+  node.user_data = spec.user_data;
+  node.free_fn = spec.free_fn;
+  node.group = group;
+  node.priority = spec.priority;
+  node.prop = spec.prop;
+  node.device_type = spec.device_type;
+  node.device_id = spec.device_id;
+  node.first_ref = static_cast<uint32_t>(refs_.size());
+  node.num_refs = static_cast<uint32_t>(n);
+  copy_name(node.name, spec.name ? spec.name : "");
+  refs_.insert(refs_.end(), refs, refs + n);
+  return &node;
 }
 
-ordo_status Graph::add_push(const OpSpec& spec, const ordo_var* const_vars, size_t num_const,
-                            const ordo_var* mutable_vars, size_t num_mutable) {
-  WorkerGroup* group = nullptr;
-  std::vector<VarRef> refs;
-  if (ordo_status s =
-          engine_->resolve(spec, const_vars, num_const, mutable_vars, num_mutable, &group, &refs)) {
-    return s;
+ordo_status Graph::add(const OpSpec& spec, WorkerGroup* group, const VarRef* refs, size_t n) {
+  // A push checks its vars' generations under their locks as it arrives; a capture, now.
+  for (size_t i = 0; i < n; ++i) {
+    SpinGuard g(refs[i].slot->push_lock);
+    if (!refs[i].slot->named_by(refs[i].gen)) return stale_var(engine_->tag(), refs[i]);
   }
-  new_node(spec, group, refs);
-  return ORDO_OK;
-}
-
-ordo_status Graph::add_prepared(ordo_opr opr, int32_t priority) {
-  PreparedOp* p = nullptr;
-  if (ordo_status s = engine_->prepared_capture(opr, &p)) return s;
-  // As ordo_opr_push_prepared would: a var of the op deleted since is refused now.
-  for (const VarRef& r : p->refs) {
-    SpinGuard g(r.slot->push_lock);
-    if (!r.slot->named_by(r.gen)) {
-      engine_->prepared_release(p);
-      return stale_var(engine_->tag(), r);
-    }
-  }
-  OpSpec spec;
-  spec.fn = p->fn;
-  spec.user_data = p->user_data;
-  spec.priority = priority;
-  spec.prop = p->prop;
-  spec.device_type = p->device_type;
-  spec.device_id = p->device_id;
-  spec.name = p->name;
-  try {
-    new_node(spec, p->group, p->refs)->prepared = p;  // its free_fn stays the prepared op's
-  } catch (...) {
-    engine_->prepared_release(p);
-    throw;
-  }
+  GraphNode* node = new_node(spec, group, refs, n);
+  if (spec.kind == OpKind::kPrepared) node->prepared = static_cast<PreparedOp*>(spec.internal);
   return ORDO_OK;
 }
 

@@ -51,11 +51,11 @@ class Graph {
   Engine* engine() const { return engine_; }
   size_t size() const { return nodes_.size(); }
 
-  // Capture: records an ordo_opr_push (spec checked by make_spec) or ordo_opr_push_prepared,
-  // refusing what the push itself would refuse (bad var, no device), with nothing recorded.
-  ordo_status add_push(const OpSpec& spec, const ordo_var* const_vars, size_t num_const,
-                       const ordo_var* mutable_vars, size_t num_mutable);
-  ordo_status add_prepared(ordo_opr opr, int32_t priority);
+  // Capture: records a push the engine has routed and resolved (ordo_opr_push, or
+  // ordo_opr_push_prepared: spec.kind kPrepared, whose reference on its prepared op the graph
+  // then keeps until it is destroyed). A var deleted since is refused, as the push would refuse
+  // it, with nothing recorded.
+  ordo_status add(const OpSpec& spec, WorkerGroup* group, const VarRef* refs, size_t n);
 
   // Replays every node through the push path. The caller holds the graph (hold()) meanwhile.
   // A push refused half-way (a var deleted since the capture, shutdown) stops the launch: the
@@ -75,7 +75,7 @@ class Graph {
     Graph* graph = nullptr;
   };
   static void op_finished(OpHook* hook);
-  GraphNode* new_node(const OpSpec& spec, WorkerGroup* group, const std::vector<VarRef>& refs);
+  GraphNode* new_node(const OpSpec& spec, WorkerGroup* group, const VarRef* refs, size_t n);
   ordo_status stopped(const char* api, size_t index, ordo_status s);
 
   Engine* const engine_;
