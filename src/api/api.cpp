@@ -14,7 +14,6 @@
 #include "device/device_count.h"
 #include "engine/deferred_calls.h"
 #include "engine/engine.h"
-#include "graph/capture.h"
 #include "ordo/ordo.h"
 
 using namespace ordo;
@@ -147,7 +146,7 @@ ORDO_API ordo_status ordo_engine_create(const ordo_engine_config* cfg, ordo_engi
 ORDO_API ordo_status ordo_engine_destroy(ordo_engine* e) {
   return guarded(__func__, [&](const char* api) {
     Engine* engine;
-    if (resolve_engine(e, &engine) == ORDO_OK && capture_for(engine)) {
+    if (resolve_engine(e, &engine) == ORDO_OK && capturing(engine)) {
       return refuse_in_capture(api);
     }
     run_deferred_calls();
@@ -270,14 +269,14 @@ ORDO_API ordo_status ordo_var_new(ordo_engine* e, ordo_var* out) {
 
 ORDO_API ordo_status ordo_var_delete(ordo_engine* e, ordo_var v) {
   return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
-    if (capture_for(engine)) return refuse_in_capture(api);
+    if (capturing(engine)) return refuse_in_capture(api);
     return engine->var_delete(v);
   });
 }
 
 ORDO_API ordo_status ordo_var_clear_error(ordo_engine* e, ordo_var v) {
   return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
-    if (capture_for(engine)) return refuse_in_capture(api);
+    if (capturing(engine)) return refuse_in_capture(api);
     return engine->var_clear_error(v);
   });
 }
@@ -416,7 +415,7 @@ ORDO_API ordo_status ordo_exec_get_info(const ordo_exec* exec, ordo_exec_info* i
 
 ORDO_API ordo_status ordo_wait_for_var(ordo_engine* e, ordo_var v) {
   return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
-    if (capture_for(engine)) return refuse_in_capture(api);
+    if (capturing(engine)) return refuse_in_capture(api);
     run_deferred_calls();
     return engine->wait_for_var(v, nullptr);
   });
@@ -424,7 +423,7 @@ ORDO_API ordo_status ordo_wait_for_var(ordo_engine* e, ordo_var v) {
 
 ORDO_API ordo_status ordo_wait_for_var_timeout(ordo_engine* e, ordo_var v, uint64_t timeout_ns) {
   return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
-    if (capture_for(engine)) return refuse_in_capture(api);
+    if (capturing(engine)) return refuse_in_capture(api);
     run_deferred_calls();
     return engine->wait_for_var(v, &timeout_ns);
   });
@@ -432,7 +431,7 @@ ORDO_API ordo_status ordo_wait_for_var_timeout(ordo_engine* e, ordo_var v, uint6
 
 ORDO_API ordo_status ordo_wait_for_all(ordo_engine* e) {
   return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
-    if (capture_for(engine)) return refuse_in_capture(api);
+    if (capturing(engine)) return refuse_in_capture(api);
     run_deferred_calls();
     return engine->wait_for_all(nullptr);
   });
@@ -440,7 +439,7 @@ ORDO_API ordo_status ordo_wait_for_all(ordo_engine* e) {
 
 ORDO_API ordo_status ordo_wait_for_all_timeout(ordo_engine* e, uint64_t timeout_ns) {
   return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
-    if (capture_for(engine)) return refuse_in_capture(api);
+    if (capturing(engine)) return refuse_in_capture(api);
     run_deferred_calls();
     return engine->wait_for_all(&timeout_ns);
   });
@@ -450,7 +449,7 @@ ORDO_API ordo_status ordo_wait_for_var_async(ordo_engine* e, ordo_var v, ordo_wa
                                              void* user_data) {
   return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
     if (!fn) return null_arg(api, "fn");
-    if (capture_for(engine)) return refuse_in_capture(api);
+    if (capturing(engine)) return refuse_in_capture(api);
     run_deferred_calls();
     return engine->wait_for_var_async(v, fn, user_data);
   });

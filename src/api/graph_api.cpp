@@ -18,6 +18,10 @@ using namespace ordo;
 
 namespace ordo {
 
+bool capturing(const Engine* engine) {
+  return capture_for(engine) != nullptr;
+}
+
 ordo_status refuse_in_capture(const char* api) {
   return fail(ORDO_ERR_INVALID_STATE,
               "%s: this thread is capturing the engine's pushes (ordo_graph_begin_capture): waits, "

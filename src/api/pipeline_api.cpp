@@ -65,7 +65,7 @@ ordo_status refuse_busy(const char* api) {
 
 // What ordo_pipeline_run and ordo_pipeline_push check before a run: with the table locked.
 ordo_status check_startable(const char* api, Pipeline* p) {
-  if (capture_for(p->engine())) return refuse_in_capture(api);  // a run is not captured
+  if (capturing(p->engine())) return refuse_in_capture(api);  // a run is not captured
   if (p->engine()->shutting_down()) {
     return fail(ORDO_ERR_SHUTDOWN, "%s: the pipeline's engine is shut down (destroyed)", api);
   }
