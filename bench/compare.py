@@ -77,7 +77,7 @@ class Run:
         self.workload_fails = {}  # (family, workload) -> reason: one workload's process failed
         self.chol = []  # (system, n, tile, gflops, seconds)
         self.gemmref = []  # (label, gflops)
-        self.graph_launch = []  # (n, tile, share): cholesky --graph's worst launch / run time
+        self.graph_launch = {}  # (n, tile) -> [share per round]: cholesky --graph's worst launch
         self.machine = []  # (key, value)
         self.args = ""
         self.round = 1  # the round the lines being read belong to
@@ -187,7 +187,7 @@ def parse(lines):
                 value = tuple(float(x) for x in f[3:6])
                 run.pipe_rounds.setdefault((f[1], int(f[2])), {})[run.round] = value
             elif kind == "GRAPHLAUNCH" and len(f) >= 5:
-                run.graph_launch.append((int(f[2]), int(f[3]), float(f[4])))
+                run.graph_launch.setdefault((int(f[2]), int(f[3])), []).append(float(f[4]))
             elif kind == "GEMMREF" and len(f) >= 3:
                 run.gemm_rounds.setdefault(f[1], []).append(float(f[2]))
             elif kind == "FAIL" and len(f) >= 2:
@@ -726,9 +726,10 @@ def graph_rows(run):
         if w == "E" and tg:
             rows.append(["E: ordo-graph under tbb-tg", ns(mine[0]),
                          "met" if mine[0] < tg[0] else f"missed: tbb-tg {ns(tg[0])}"])
-    for n, tile, share in run.graph_launch:
+    for (n, tile), shares in run.graph_launch.items():
+        share = max(shares)  # the worst launch of every round
         rows.append([f"K (n {n}, tile {tile}): launch overhead < {GRAPH_LAUNCH_SHARE:.0%} of the run",
-                     f"{share:.2%}", "met" if share < GRAPH_LAUNCH_SHARE else "missed"])
+                     f"{share:.2%} (worst)", "met" if share < GRAPH_LAUNCH_SHARE else "missed"])
     return rows
 
 

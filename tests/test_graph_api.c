@@ -665,3 +665,26 @@ Test(graph, an_op_that_ends_its_thread_fails_and_the_graph_can_be_destroyed) {
   expect_status(ordo_graph_destroy(g), ORDO_OK, "destroy");
   ordo_engine_destroy(e);
 }
+
+static int32_t stop_at_once(ordo_pipeflow* pf, void* ud) {
+  (void)ud;
+  return ordo_pipeflow_stop(pf);
+}
+
+Test(graph, pipeline_runs_inside_a_capture_are_refused) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_POOLED);
+  ordo_var v = new_var(e);
+  ordo_pipe pipe = {ORDO_PIPE_SERIAL, stop_at_once, NULL};
+  ordo_pipeline* p = NULL;
+  cr_assert_eq(ordo_pipeline_create(e, 1, &pipe, 1, &p), ORDO_OK);
+  expect_status(ordo_graph_begin_capture(e), ORDO_OK, "begin");
+  expect_status(ordo_pipeline_run(p), ORDO_ERR_INVALID_STATE, "pipeline_run");
+  expect_status(ordo_pipeline_push(p, NULL, 0, &v, 1, NULL), ORDO_ERR_INVALID_STATE,
+                "pipeline_push");
+  ordo_graph* g = NULL;
+  expect_status(ordo_graph_end_capture(e, &g), ORDO_OK, "end");
+  expect_status(ordo_pipeline_run(p), ORDO_OK, "pipeline_run after the capture");
+  ordo_graph_destroy(g);
+  ordo_pipeline_destroy(p);
+  ordo_engine_destroy(e);
+}
