@@ -11,11 +11,11 @@
 namespace ordo {
 
 Graph::~Graph() {
-  for (GraphNode& n : nodes_) {
-    if (n.prepared) engine_->prepared_release(n.prepared);
+  for (GraphOwned& o : owned_) {
+    if (o.prepared) engine_->prepared_release(o.prepared);
   }
-  for (GraphNode& n : nodes_) {
-    if (n.free_fn) n.free_fn(n.user_data);
+  for (GraphOwned& o : owned_) {
+    if (o.free_fn) o.free_fn(o.user_data);
   }
 }
 
@@ -29,24 +29,37 @@ void grow(std::vector<T>* v, size_t more) {
 }
 }  // namespace
 
-GraphNode* Graph::new_node(const OpSpec& spec, WorkerGroup* group, const VarRef* refs, size_t n) {
-  grow(&nodes_, 1);  // both grow before either changes: a throw leaves no trace
+void Graph::new_node(const OpSpec& spec, WorkerGroup* group, const VarRef* refs, size_t n) {
+  const bool named = spec.name && spec.name[0];
+  const bool owns = spec.free_fn || spec.kind == OpKind::kPrepared;
+  grow(&nodes_, 1);  // everything grows before anything changes: a throw leaves no trace
   grow(&refs_, n);
-  nodes_.emplace_back();
-  GraphNode& node = nodes_.back();
+  grow(&names_, named ? 1 : 0);
+  grow(&owned_, owns ? 1 : 0);
+  GraphNode node;
   node.fn = spec.fn;
   node.user_data = spec.user_data;
-  node.free_fn = spec.free_fn;
   node.group = group;
-  node.priority = spec.priority;
-  node.prop = spec.prop;
-  node.device_type = spec.device_type;
-  node.device_id = spec.device_id;
   node.first_ref = static_cast<uint32_t>(refs_.size());
   node.num_refs = static_cast<uint32_t>(n);
-  copy_name(node.name, spec.name ? spec.name : "");
+  node.priority = spec.priority;
+  node.prop = static_cast<uint8_t>(spec.prop);
+  node.device_type = static_cast<uint8_t>(spec.device_type);
+  node.device_id = static_cast<uint8_t>(spec.device_id);
+  if (named) {
+    names_.emplace_back();
+    copy_name(names_.back().text, spec.name);
+    node.name = static_cast<uint32_t>(names_.size());
+  }
+  if (owns) {
+    GraphOwned o;
+    o.free_fn = spec.free_fn;
+    o.user_data = spec.user_data;
+    if (spec.kind == OpKind::kPrepared) o.prepared = static_cast<PreparedOp*>(spec.internal);
+    owned_.push_back(o);
+  }
+  nodes_.push_back(node);
   refs_.insert(refs_.end(), refs, refs + n);
-  return &node;
 }
 
 ordo_status Graph::add(const OpSpec& spec, WorkerGroup* group, const VarRef* refs, size_t n) {
@@ -55,8 +68,7 @@ ordo_status Graph::add(const OpSpec& spec, WorkerGroup* group, const VarRef* ref
     SpinGuard g(refs[i].slot->push_lock);
     if (!refs[i].slot->named_by(refs[i].gen)) return stale_var(engine_->tag(), refs[i]);
   }
-  GraphNode* node = new_node(spec, group, refs, n);
-  if (spec.kind == OpKind::kPrepared) node->prepared = static_cast<PreparedOp*>(spec.internal);
+  new_node(spec, group, refs, n);
   return ORDO_OK;
 }
 
@@ -75,7 +87,7 @@ ordo_status Graph::launch(const char* api) {
     spec.prop = node.prop;
     spec.device_type = node.device_type;
     spec.device_id = node.device_id;
-    spec.name = node.name[0] ? node.name : nullptr;
+    spec.name = name_of(node);
     ordo_status s =
         engine_->push_resolved(spec, node.group, refs_.data() + node.first_ref, node.num_refs);
     if (__builtin_expect(s != ORDO_OK, 0)) {
@@ -92,7 +104,7 @@ ordo_status Graph::stopped(const char* api, size_t index, ordo_status s) {
   return fail(s,
               "%s: op %zu of %zu ('%s') could not be pushed: %s; the %zu ops before it were "
               "pushed and run, the rest were not",
-              api, index, nodes_.size(), node.name, why.c_str(), index);
+              api, index, nodes_.size(), node.name ? name_of(node) : "", why.c_str(), index);
 }
 
 void Graph::op_finished(OpHook* hook) {

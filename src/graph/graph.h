@@ -24,20 +24,27 @@ namespace ordo {
 
 class Graph;
 
-// One captured push: what ordo_opr_push or ordo_opr_push_prepared asked for.
+// One captured push: what a launch pushes again. 48 bytes: a launch reads the nodes (and their
+// refs) in a stream, so what only destroy needs (free_fns, prepared ops) and the names (most ops
+// have none) are kept apart.
 struct GraphNode {
   ordo_fn fn = nullptr;
   void* user_data = nullptr;
-  ordo_free_fn free_fn = nullptr;  // called once, at destroy
-  PreparedOp* prepared = nullptr;  // a captured prepared push holds a reference on its op
   WorkerGroup* group = nullptr;
-  int32_t priority = 0;
-  int32_t prop = ORDO_PROP_NORMAL;
-  int32_t device_type = ORDO_DEVICE_CPU;
-  int32_t device_id = 0;
   uint32_t first_ref = 0;  // its vars: refs_[first_ref .. first_ref + num_refs)
   uint32_t num_refs = 0;
-  char name[ORDO_NAME_MAX + 1] = {};
+  uint32_t name = 0;  // 0: none; else names_[name - 1]
+  int32_t priority = 0;
+  uint8_t prop = ORDO_PROP_NORMAL;
+  uint8_t device_type = ORDO_DEVICE_CPU;
+  uint8_t device_id = 0;
+};
+
+// What a captured push leaves for destroy: its free_fn, or its prepared op's reference.
+struct GraphOwned {
+  ordo_free_fn free_fn = nullptr;  // called once, at destroy
+  void* user_data = nullptr;
+  PreparedOp* prepared = nullptr;  // a captured prepared push holds a reference on its op
 };
 
 class Graph {
@@ -75,12 +82,20 @@ class Graph {
     Graph* graph = nullptr;
   };
   static void op_finished(OpHook* hook);
-  GraphNode* new_node(const OpSpec& spec, WorkerGroup* group, const VarRef* refs, size_t n);
+  void new_node(const OpSpec& spec, WorkerGroup* group, const VarRef* refs, size_t n);
+  const char* name_of(const GraphNode& node) const {
+    return node.name ? names_[node.name - 1].text : nullptr;
+  }
   ordo_status stopped(const char* api, size_t index, ordo_status s);
 
   Engine* const engine_;
-  std::vector<GraphNode> nodes_;  // fixed once the capture ends: pushes point at its nodes
+  std::vector<GraphNode> nodes_;  // fixed once the capture ends
   std::vector<VarRef> refs_;
+  struct Name {
+    char text[ORDO_NAME_MAX + 1];
+  };
+  std::vector<Name> names_;
+  std::vector<GraphOwned> owned_;  // capture order
   Hook hook_;
   InFlight in_flight_;
 };

@@ -1,6 +1,6 @@
 // InFlight: a graph's launches in progress and its launched ops not yet finished, counted so
 // that finishing an op costs an atomic on a cache line its worker mostly has to itself: one
-// counter per shard, a thread's shard picked from its worker's address. Launches add to shard 0
+// counter per shard, a worker's shard picked from its index. Launches add to shard 0
 // and finished ops subtract from their own shard, so a shard may go negative; only the sum
 // means something.
 //
@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "engine/thread_state.h"
+#include "exec/worker_group.h"
 
 namespace ordo {
 
@@ -37,9 +38,10 @@ class InFlight {
   struct alignas(64) Shard {
     std::atomic<int64_t> n{0};
   };
+  // Shard 0 for threads that are not workers (and the launches), a worker's from its index.
   static unsigned mine() {
-    const auto w = reinterpret_cast<uintptr_t>(this_thread::worker);
-    return static_cast<unsigned>((w >> 6) ^ (w >> 12)) % kShards;
+    const Worker* w = this_thread::worker;
+    return w ? 1 + static_cast<unsigned>(w->index) % (kShards - 1) : 0;
   }
 
   std::atomic<int64_t> holds_{0};
