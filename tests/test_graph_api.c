@@ -688,3 +688,42 @@ Test(graph, pipeline_runs_inside_a_capture_are_refused) {
   ordo_pipeline_destroy(p);
   ordo_engine_destroy(e);
 }
+
+/* A launch from inside an op is a push from inside an op: allowed, ordered after the op's own
+ * position; destroying the graph from inside one of its own ops is refused (it is in flight). */
+static ordo_graph* g_inner;
+static atomic_int g_inner_status = 0;
+static int32_t launches_inside(ordo_exec* x, void* ud) {
+  (void)x;
+  (void)ud;
+  atomic_store(&g_inner_status, ordo_graph_launch(g_inner));
+  return 0;
+}
+static int32_t destroys_own_graph(ordo_exec* x, void* ud) {
+  (void)x;
+  atomic_store(&g_inner_status, ordo_graph_destroy(*(ordo_graph**)ud));
+  return 0;
+}
+
+Test(graph, launch_from_inside_an_op_and_destroy_of_its_own_graph) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_POOLED);
+  ordo_var v = new_var(e);
+  atomic_store(&g_count, 0);
+  expect_status(ordo_graph_begin_capture(e), ORDO_OK, "begin");
+  ordo_opr_push(e, count_op, NULL, NULL, 0, &v, 1, NULL);
+  expect_status(ordo_graph_end_capture(e, &g_inner), ORDO_OK, "end");
+  expect_status(ordo_opr_push(e, launches_inside, NULL, NULL, 0, NULL, 0, NULL), ORDO_OK, "push");
+  expect_status(ordo_wait_for_all(e), ORDO_OK, "wait");
+  cr_expect_eq(atomic_load(&g_inner_status), ORDO_OK);
+  cr_expect_eq(atomic_load(&g_count), 1, "the graph launched from the op ran");
+  ordo_graph* self = NULL;
+  expect_status(ordo_graph_begin_capture(e), ORDO_OK, "begin");
+  ordo_opr_push(e, destroys_own_graph, &self, NULL, 0, &v, 1, NULL);
+  expect_status(ordo_graph_end_capture(e, &self), ORDO_OK, "end");
+  expect_status(ordo_graph_launch(self), ORDO_OK, "launch");
+  expect_status(ordo_wait_for_all(e), ORDO_OK, "wait");
+  cr_expect_eq(atomic_load(&g_inner_status), ORDO_ERR_INVALID_STATE, "destroy from its own op");
+  expect_status(ordo_graph_destroy(self), ORDO_OK, "destroy afterwards");
+  expect_status(ordo_graph_destroy(g_inner), ORDO_OK, "destroy");
+  ordo_engine_destroy(e);
+}
