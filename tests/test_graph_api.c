@@ -490,6 +490,17 @@ Test(graph, launch_after_engine_destroy_is_shutdown_and_destroy_still_works) {
   cr_expect_eq(atomic_load(&g_freed), 1);
 }
 
+struct pusher_arg {
+  ordo_engine* e;
+  ordo_var v;
+  ordo_status status;
+};
+static void* push_from_thread(void* p) {
+  struct pusher_arg* a = p;
+  a->status = ordo_opr_push(a->e, count_op, NULL, NULL, 0, &a->v, 1, NULL);
+  return NULL;
+}
+
 Test(graph, pushes_to_another_engine_and_from_other_threads_are_not_captured) {
   ordo_engine* e = make_engine(ORDO_ENGINE_POOLED);
   ordo_engine* other = make_engine(ORDO_ENGINE_POOLED);
@@ -498,12 +509,17 @@ Test(graph, pushes_to_another_engine_and_from_other_threads_are_not_captured) {
   expect_status(ordo_graph_begin_capture(e), ORDO_OK, "begin");
   expect_status(ordo_opr_push(other, count_op, NULL, NULL, 0, &w, 1, NULL), ORDO_OK, "other");
   cr_expect(tu_wait_eq(&g_count, 1, 5000), "a push to another engine runs at once");
+  struct pusher_arg a = {e, v, ORDO_ERR_INTERNAL};
+  pthread_t t;
+  pthread_create(&t, NULL, push_from_thread, &a);
+  pthread_join(t, NULL);
+  cr_expect_eq(a.status, ORDO_OK);
+  cr_expect(tu_wait_eq(&g_count, 2, 5000), "another thread's push to e runs at once");
   ordo_graph* g = NULL;
   expect_status(ordo_graph_end_capture(e, &g), ORDO_OK, "end");
   expect_status(ordo_graph_launch(g), ORDO_OK, "launch");
   expect_status(ordo_wait_for_all(e), ORDO_OK, "wait");
-  cr_expect_eq(atomic_load(&g_count), 1, "the graph is empty");
-  (void)v;
+  cr_expect_eq(atomic_load(&g_count), 2, "the graph is empty");
   ordo_graph_destroy(g);
   ordo_engine_destroy(other);
   ordo_engine_destroy(e);
