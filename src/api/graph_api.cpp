@@ -9,7 +9,6 @@
 #include "api/graph_entry.h"
 #include "api/graph_registry.h"
 #include "base/last_error.h"
-#include "engine/lane_cache.h"
 #include "graph/capture.h"
 #include "graph/graph.h"
 #include "ordo/ordo.h"
@@ -45,6 +44,7 @@ ordo_status no_capture(const char* api) {
 // a graph that gets no handle is dropped (its free_fns run now).
 ordo_status finish_capture(const char* api, std::unique_ptr<Capture> c, ordo_graph** out) {
   this_thread::recorder = nullptr;
+  c->engine_of()->capture_closed();
   std::unique_ptr<Graph> graph = c->take_graph();
   EngineSlot* pin = c->pin();
   ordo_status s;
@@ -91,7 +91,7 @@ ORDO_API ordo_status ordo_graph_begin_capture(ordo_engine* e) {
       unpin_engine(slot);
       throw;
     }
-    forget_last_lane();  // the next push to the engine asks for a lane, and is recorded
+    engine->capture_opened();  // from now on its pushes look for this thread's capture
     return ORDO_OK;
   });
 }

@@ -85,6 +85,9 @@ class Engine final : public WorkerHost {
   ordo_status push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n) {
     return push_.push_resolved(spec, group, refs, n);
   }
+  // A thread's capture of this engine's pushes begins or ends (engine/push_recorder.h).
+  void capture_opened() { push_.capture_opened(); }
+  void capture_closed() { push_.capture_closed(); }
   // Drops a prepared op's reference that a capture kept from a recorded push.
   void prepared_release(PreparedOp* p) { prepared_.release_captured(p); }
 

@@ -7,7 +7,6 @@
 #include "base/hot_tls.h"
 #include "engine/engine.h"
 #include "engine/engine_lookup.h"
-#include "engine/push_recorder.h"
 
 namespace ordo {
 
@@ -133,15 +132,10 @@ class ThreadExitHook {
 
 }  // namespace
 
-void forget_last_lane() {
-  tls_last_uid = 0;
-}
-
 PushLane* claim_lane(Engine* engine) {
   const uint64_t uid = engine->uid();
   if (tls_last_uid == uid) return tls_last_lane;
-  if (recorder_for(engine)) return nullptr;  // capturing: push_resolved records the push
-  if (tls_lanes_gone) return nullptr;        // the thread is exiting: the shared lane
+  if (tls_lanes_gone) return nullptr;  // the thread is exiting: the shared lane
   LaneCache* cached = lane_cache();
   if (!cached) return nullptr;
   LaneCache& cache = *cached;

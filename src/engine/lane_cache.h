@@ -11,9 +11,6 @@ class Engine;
 
 // The lane the calling (non-worker) thread owns in `engine`, claiming one if needed; nullptr
 // when every lane is taken (the caller then uses the engine's shared lane).
-// A thread that captures the engine's pushes (engine/push_recorder.h) gets none.
 PushLane* claim_lane(Engine* engine);
-// Forgets the lane remembered last, so that the next push looks again (a capture begins).
-void forget_last_lane();
 
 }  // namespace ordo

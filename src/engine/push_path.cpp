@@ -63,25 +63,26 @@ ordo_status PushPath::push_resolved(const OpSpec& spec, WorkerGroup* group, VarR
                                     size_t n) {
   // Once shutdown has begun, refuse without counting: a push rejected after counting is pending
   // for a moment, and a pusher that keeps pushing could keep the drain from ever seeing none.
-  if (closed_.load(std::memory_order_relaxed)) return refuse_push(ORDO_ERR_SHUTDOWN);
+  // The same test catches a thread that captures this engine's pushes (engine/push_recorder.h):
+  // while any capture of it is open, every push looks whether its own thread is the one.
+  if (__builtin_expect(gate_.load(std::memory_order_relaxed) != 0, 0)) {
+    if (closed()) return refuse_push(ORDO_ERR_SHUTDOWN);
+    PushRecorder* r = spec.kind <= OpKind::kLastCallers ? recording() : nullptr;
+    if (r) return r->record(spec, group, refs, n);
+  }
   Worker* self = runner_.current_worker();
   PushLane* lane = self ? self->lane : claim_lane(engine_);
   const bool shared = lane == nullptr;
-  if (shared) {
-    // No lane: all are taken, or this thread captures the engine's pushes (claim_lane gives a
-    // capturing thread none, so that ordinary pushes pay nothing for captures).
-    if (PushRecorder* r = recording()) return r->record(spec, group, refs, n);
-    lane = counts_.lock_shared_lane();
-  }
-  // Count first, then look at closed_: the light half of the fence shutdown's heavy one pairs
+  if (shared) lane = counts_.lock_shared_lane();
+  // Count first, then look at kClosed: the light half of the fence shutdown's heavy one pairs
   // with, so every push either counted itself before shutdown looked (and is drained) or sees
-  // closed_ and backs out.
+  // kClosed and backs out.
   lane->count_push();
   AsymmetricFence::light();
   OpCache* cache = self ? &self->cache : &lane->cache;
   OpBlock* op = nullptr;
   ordo_status status = ORDO_OK;
-  if (closed_.load(std::memory_order_relaxed)) {
+  if (gate_.load(std::memory_order_relaxed) & kClosed) {
     status = ORDO_ERR_SHUTDOWN;
   } else if (!(op = pool_.acquire(cache)) || !attach_links(op, n)) {
     status = ORDO_ERR_NO_MEMORY;

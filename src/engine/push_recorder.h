@@ -1,11 +1,11 @@
 // PushRecorder: what a thread that captures an engine's pushes (src/graph/,
 // ordo_graph_begin_capture) puts in this_thread::recorder. A push from such a thread (its own code,
 // not an op on its stack) is recorded instead of made: PushPath::push_resolved hands the routed op,
-// its resolved vars and its spec to record() at the point where it would count the push.
+// its resolved vars and its spec to record() before it counts the push.
 //
-// It costs the push path nothing: a capturing thread gets no push lane for the engine
-// (claim_lane says "none", as when all lanes are taken), and only the shared-lane branch, which
-// ordinary pushes take only past 64 pushing threads, asks for the recorder.
+// It costs the push path nothing: the engine counts its open captures in the word whose test
+// every push already makes for shutdown (PushPath::gate_), and only while one is open does a
+// push look for its thread's recorder.
 #pragma once
 
 #include <cstddef>
