@@ -47,6 +47,11 @@ BASELINE = "ordo"
 # ordo's naive engine (each op run inside its push), run on A, B and E: all of ordo's work per op
 # on the pushing thread, with no hand-off (see faster_than_no_handoff).
 NO_HANDOFF = "ordo-naive"
+# ordo's capture and replay (bench_ordo --graph, cholesky --graph): one capture, a launch per
+# repetition. Issue #26's targets are its own (print_graph_targets).
+GRAPH = "ordo-graph"
+GRAPH_NS_CEILINGS = {"B": 25.0}
+GRAPH_LAUNCH_SHARE = 0.01  # the Cholesky demo's launch overhead, of its run time
 # A repetition ran in the machine's fast phase when the round trip probed before it and after it
 # were both below this. The development VMs' two phases: about 50-80 ns and about 320-370 ns.
 FAST_C2C_NS = 150.0
@@ -72,6 +77,7 @@ class Run:
         self.workload_fails = {}  # (family, workload) -> reason: one workload's process failed
         self.chol = []  # (system, n, tile, gflops, seconds)
         self.gemmref = []  # (label, gflops)
+        self.graph_launch = {}  # (n, tile) -> [share per round]: cholesky --graph's worst launch
         self.machine = []  # (key, value)
         self.args = ""
         self.round = 1  # the round the lines being read belong to
@@ -180,6 +186,8 @@ def parse(lines):
                 run.saw(f[1])
                 value = tuple(float(x) for x in f[3:6])
                 run.pipe_rounds.setdefault((f[1], int(f[2])), {})[run.round] = value
+            elif kind == "GRAPHLAUNCH" and len(f) >= 5:
+                run.graph_launch.setdefault((int(f[2]), int(f[3])), []).append(float(f[4]))
             elif kind == "GEMMREF" and len(f) >= 3:
                 run.gemm_rounds.setdefault(f[1], []).append(float(f[2]))
             elif kind == "FAIL" and len(f) >= 2:
@@ -446,10 +454,11 @@ def print_pipeline(run):
     print()
 
 
-def print_rounds_won(run):
-    """Several rounds: in how many did ordo beat each system (same round, so same machine state)."""
+def print_rounds_won(run, base=BASELINE):
+    """Several rounds: in how many did `base` (ordo, or ordo-graph against the peers) beat each
+    system (same round, so same machine state)."""
     rounds = run.rounds()
-    if len(rounds) < 2:
+    if len(rounds) < 2 or base not in run.systems:
         return
     pipe_cols = [f"P{lines}" for lines in sorted({l for (_s, l) in run.pipe_rounds})]
     cols = list(WORKLOADS) + ["METG", "K"] + pipe_cols
@@ -468,11 +477,12 @@ def print_rounds_won(run):
         return {r: v[0] for r, v in run.per_round.get((s, c), {}).items()}
 
     rows = []
-    systems = [s for s in run.ordered_systems(set(run.systems)) if s != BASELINE]
+    systems = [s for s in run.ordered_systems(set(run.systems))
+               if s != base and (base == BASELINE or family(s) != BASELINE)]
     for s in systems:
         row = [s]
         for c in cols:
-            mine, theirs = per_round(BASELINE, c), per_round(s, c)
+            mine, theirs = per_round(base, c), per_round(s, c)
             both = [r for r in rounds if r in mine and r in theirs]
             if not both:
                 row.append("-")
@@ -481,8 +491,8 @@ def print_rounds_won(run):
             tied = sum(mine[r] == theirs[r] for r in both)
             row.append(f"{won}/{len(both)}" + (f" ({tied} tied)" if tied else ""))
         rows.append(row)
-    print("Rounds won by ordo: rounds in which ordo's value beat the system's in that same round "
-          "(A-E ns/op, METG, K seconds,\n  P<lines> ns per token; lower wins)")
+    print(f"Rounds won by {base}: rounds in which {base}'s value beat the system's in that same "
+          "round (A-E ns/op, METG, K seconds,\n  P<lines> ns per token; lower wins)")
     print(table(rows, ["system"] + cols, "l" + "r" * len(cols)))
     print()
 
@@ -690,6 +700,49 @@ def print_targets(run):
     print()
 
 
+def graph_rows(run):
+    """[target, measured, status] for issue #26's targets: ordo-graph on A-E against every
+    peer's best mode (every system outside ordo's family, -prebuilt ones included), B's ceiling,
+    E against tbb-tg, and the Cholesky demo's launch overhead."""
+    rows = []
+    for w in WORKLOADS:
+        mine = run.results.get((GRAPH, w))
+        if not mine:
+            continue
+        best = {}
+        for (s, w2), r in run.results.items():
+            if w2 == w and family(s) != BASELINE and (family(s) not in best
+                                                      or r[0] < best[family(s)][0]):
+                best[family(s)] = (r[0], s)
+        slower = sorted(v for v in best.values() if v[0] <= mine[0])
+        status = "no peer data" if not best else (
+            "met" if not slower else "missed: " + ", ".join(f"{s} {ns(v)}" for v, s in slower))
+        rows.append([f"{w}: ordo-graph faster than every peer's best mode", ns(mine[0]), status])
+        if w in GRAPH_NS_CEILINGS:
+            c = GRAPH_NS_CEILINGS[w]
+            rows.append([f"{w}: ordo-graph <= {c:g} ns/op", ns(mine[0]),
+                         "met" if mine[0] <= c else "missed"])
+        tg = run.results.get(("tbb-tg", w))
+        if w == "E" and tg:
+            rows.append(["E: ordo-graph under tbb-tg", ns(mine[0]),
+                         "met" if mine[0] < tg[0] else f"missed: tbb-tg {ns(tg[0])}"])
+    for (n, tile), shares in run.graph_launch.items():
+        share = max(shares)  # the worst launch of every round
+        rows.append([f"K (n {n}, tile {tile}): launch overhead < {GRAPH_LAUNCH_SHARE:.0%} of the run",
+                     f"{share:.2%} (worst)", "met" if share < GRAPH_LAUNCH_SHARE else "missed"])
+    return rows
+
+
+def print_graph_targets(run):
+    rows = graph_rows(run)
+    if not rows:
+        return
+    print("Issue #26's targets for capture and replay (ordo-graph), read off the tables above "
+          "(medians over rounds)")
+    print(table(rows, ["target", "ordo-graph", "status"], "lll"))
+    print()
+
+
 def print_notes(run):
     if not run.skips and not run.fails:
         return
@@ -722,7 +775,9 @@ def main(argv):
     print_cholesky(run)
     print_pipeline(run)
     print_rounds_won(run)
+    print_rounds_won(run, GRAPH)
     print_targets(run)
+    print_graph_targets(run)
     print_notes(run)
     if not run.results and not run.metg and not run.chol and not run.pipe:
         print("no results: did any benchmark program run? (see the messages above)")

@@ -215,6 +215,8 @@ run_one() { # run_one PATH
       run_workloads "$name" "$prog"
       run_workloads "$name --pushers-help" "$prog" --pushers-help
       letters=$(tr -dc 'ABE' <<<"$letters") run_workloads "$name --kind naive" "$prog" --kind naive
+      # capture and replay (ordo-graph): each workload captured once, launched per repetition
+      letters=$(tr -dc 'ABCDE' <<<"$letters") run_workloads "$name --graph" "$prog" --graph
       ;;
     bench_*) run_workloads "$name" "$prog" ;;
     pipeline_*)
@@ -236,6 +238,11 @@ run_one() { # run_one PATH
       [ "$name" = cholesky ] && own=(--trace "")
       (cd "$build" && run_program "$name" "$prog" --threads "$threads" --reps 5 --warmup 1 \
         "${own[@]}" "${chol_args[@]}")
+      # the demo's DAG captured once and launched per run (ordo-graph), its launch overhead
+      if [ "$name" = cholesky ]; then
+        (cd "$build" && run_program "$name --graph" "$prog" --threads "$threads" --reps 5 \
+          --warmup 1 --graph "${own[@]}" "${chol_args[@]}")
+      fi
       ;;
   esac
 }

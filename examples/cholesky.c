@@ -8,12 +8,17 @@
  *
  * Usage: cholesky [--n N] [--tile T] [--threads T] [--trace PATH] [--no-check]
  *                 [--reps R] [--warmup W] [--prio none|critical|panel] [--trsm inverse|solve]
+ *                 [--graph]
  * Defaults: N 4096, tile 256, one worker per online CPU, trace in ./cholesky-trace.json
  * (--trace "" for none; it holds the warm-up's ops too), one timed run after one untimed
  * warm-up, critical-path priorities, trsm by the inverse of the diagonal tile's factor
  * (cholesky_common.h says why). The warm-up is there because a process's first factorization
  * runs 4-15% slower (the op pool and OpenBLAS's buffers are new, the workers asleep), and the
  * rate beside the dgemm reference should be the steady one, as make bench measures it.
+ * --graph captures the factorization's pushes once (ordo_graph_begin_capture .. end_capture) and
+ * launches the graph for every run (warm-up included): the same ops, vars, names and priorities,
+ * replayed. It reports how long each ordo_graph_launch call took against the run's time (the
+ * launch overhead), and its CHOL line names the system ordo-graph.
  *
  * Output: progress on stderr; on stdout the timing, the residual check (PASS/FAIL), the dgemm
  * references and, last, the machine-readable lines
@@ -120,6 +125,66 @@ static ordo_status wait_with_progress(ordo_engine* e, run_state* run, long total
   }
 }
 
+/* --graph: the factorization captured once; each run launches it. launch_s collects how long
+ * each timed ordo_graph_launch call took. */
+typedef struct {
+  ordo_graph* graph;
+  run_state run;
+  double* launch_s;
+} replay;
+
+static replay capture_factorization(ordo_engine* e, const ordo_var* vars, const chol_matrix* m,
+                                    op_task* tasks, const chol_args* a) {
+  replay r = {NULL, {m, 0}, chol_xmalloc((size_t)a->reps * sizeof(double))};
+  pusher p = {e, vars, m->nt, a->prio, tasks, 0, &r.run};
+  CHECK(ordo_graph_begin_capture(e));
+  chol_for_each_op(m->nt, push_op, &p);
+  CHECK(ordo_graph_end_capture(e, &r.graph));
+  return r;
+}
+
+static chol_timing factorize_replayed(ordo_engine* e, replay* r, const chol_matrix* m, int rep) {
+  atomic_store(&r->run.ops_done, 0);
+  chol_timing start = chol_timing_start();
+  CHECK(ordo_graph_launch(r->graph));
+  if (rep >= 0) r->launch_s[rep] = chol_now_s() - start.wall;
+  ordo_status s = wait_with_progress(e, &r->run, chol_op_count(m->nt), start.wall);
+  chol_timing t = chol_timing_stop(start);
+  if (s != ORDO_OK) die("the factorization", s);
+  return t;
+}
+
+/* The launch overhead: each timed launch against its run's wall time; the worst share goes to
+ * bench/compare.py as "GRAPHLAUNCH ordo-graph <n> <tile> <share>". */
+static void report_launches(const replay* r, const chol_timing* runs, int reps,
+                            const chol_args* a) {
+  double worst = 0, sum = 0;
+  for (int i = 0; i < reps; i++) {
+    double share = r->launch_s[i] / runs[i].wall;
+    sum += r->launch_s[i];
+    if (share > worst) worst = share;
+  }
+  printf(
+      "graph: one capture, %d timed launches: ordo_graph_launch took %.0f us on average, at "
+      "most %.2f%% of its run's time\n",
+      reps, 1e6 * sum / reps, 100 * worst);
+  printf("GRAPHLAUNCH ordo-graph %d %d %.6f\n", a->n, a->tile, worst);
+}
+
+/* Takes --graph out of argv (chol_parse_args knows only the shared flags and --trace). */
+static int take_graph_flag(int* argc, char** argv) {
+  int out = 1, graph = 0;
+  for (int i = 1; i < *argc; i++) {
+    if (!strcmp(argv[i], "--graph")) {
+      graph = 1;
+    } else {
+      argv[out++] = argv[i];
+    }
+  }
+  *argc = out;
+  return graph;
+}
+
 /* One factorization of the (freshly filled) matrix: push every op, wait, time it. */
 static chol_timing factorize(ordo_engine* e, const ordo_var* vars, const chol_matrix* m,
                              op_task* tasks, const chol_args* a) {
@@ -153,6 +218,7 @@ static ordo_var* create_tile_vars(ordo_engine* e, const chol_matrix* m) {
 }
 
 int main(int argc, char** argv) {
+  const int graph = take_graph_flag(&argc, argv);
   chol_args a = chol_parse_args(argc, argv, 1, 1, "--trace", "--trace PATH");
   const char* trace_path = a.extra_value ? a.extra_value : DEFAULT_TRACE_PATH;
   if (!*trace_path) trace_path = NULL; /* --trace "": no trace */
@@ -171,12 +237,19 @@ int main(int argc, char** argv) {
   ordo_var* vars = create_tile_vars(e, &m);
   op_task* tasks = chol_xmalloc((size_t)total * sizeof *tasks);
   chol_timing* runs = chol_xmalloc((size_t)a.reps * sizeof *runs);
+  replay r = {NULL, {&m, 0}, NULL};
+  if (graph) r = capture_factorization(e, vars, &m, tasks, &a);
   for (int rep = -a.warmup; rep < a.reps; rep++) {
     chol_matrix_fill(&m);
-    chol_timing t = factorize(e, vars, &m, tasks, &a);
+    chol_timing t = graph ? factorize_replayed(e, &r, &m, rep) : factorize(e, vars, &m, tasks, &a);
     if (rep >= 0) runs[rep] = t;
   }
   double median = chol_summarize_runs("factorization", &a, runs);
+  if (graph) {
+    report_launches(&r, runs, a.reps, &a);
+    CHECK(ordo_graph_destroy(r.graph));
+    free(r.launch_s);
+  }
 
   int ok = !a.check || chol_report_check(&m, a.threads);
   ordo_stats stats = {.struct_size = sizeof stats};
@@ -209,7 +282,7 @@ int main(int argc, char** argv) {
   printf("GEMMREF dgemm-1t %.2f\n", gemm_1t);
   if (a.threads > 1) printf("GEMMREF dgemm-%dt %.2f\n", a.threads, gemm_all);
   /* A wrong result prints no CHOL line: the suite then shows the program's failure, not a time. */
-  if (ok) chol_print_result("ordo", &a, median);
+  if (ok) chol_print_result(graph ? "ordo-graph" : "ordo", &a, median);
 
   free(runs);
   free(tasks);

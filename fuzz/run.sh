@@ -23,7 +23,7 @@ if [ $# -gt 0 ]; then shift; fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${ORDO_FUZZ_BUILD:-$root/build-fuzz}
 harnesses=("$@")
-if [ ${#harnesses[@]} -eq 0 ]; then harnesses=(fuzz_var_queue fuzz_api fuzz_handles fuzz_pipeline_defer); fi
+if [ ${#harnesses[@]} -eq 0 ]; then harnesses=(fuzz_var_queue fuzz_api fuzz_handles fuzz_pipeline_defer fuzz_graph_replay); fi
 
 case $seconds in
   '' | *[!0-9]*) echo "fuzz/run.sh: SECONDS must be a whole number, got '$seconds'" >&2; exit 2 ;;

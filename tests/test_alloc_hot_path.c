@@ -8,7 +8,8 @@
  * a counted window of push -> run -> complete cycles must make at most 1 allocation per 1,000 ops.
  * A second window runs a 3-pipe serial-parallel-serial pipeline on 4 lines, with every fourth
  * token deferring to a later one (a B-frame waiting for its reference), after a warm-up run of
- * the same shape: at most 1 allocation per 1,000 tokens.
+ * the same shape: at most 1 allocation per 1,000 tokens. A third window launches a captured
+ * graph of the same op shapes (issue #26) many times, after warm-up launches: 0 allocations.
  *
  * A plain program (not Criterion): prints a table and `alloc: N passed, M failed`, exits 0 on
  * pass and 1 on fail.
@@ -243,17 +244,75 @@ static int pipeline_window(void) {
   }
   unsigned long want_stages = 2ul * (PIPELINE_WARMUP_TOKENS + PIPELINE_COUNTED_TOKENS);
   if (atomic_load(&g_pl_stages) != want_stages) {
-    printf("pipeline stages ran %lu times, expected %lu\n", atomic_load(&g_pl_stages),
-           want_stages);
+    printf("pipeline stages ran %lu times, expected %lu\n", atomic_load(&g_pl_stages), want_stages);
     ok = 0;
   }
   unsigned long limit = PIPELINE_COUNTED_TOKENS / 1000 * MAX_ALLOCS_PER_1000;
   int alloc_ok = allocs <= limit;
-  printf("%-28s %10d %14lu %16.3f %8s\n", "pipeline run (counted)", PIPELINE_COUNTED_TOKENS,
-         allocs, (double)allocs * 1000.0 / PIPELINE_COUNTED_TOKENS, alloc_ok ? "PASS" : "FAIL");
+  printf("%-28s %10d %14lu %16.3f %8s\n", "pipeline run (counted)", PIPELINE_COUNTED_TOKENS, allocs,
+         (double)allocs * 1000.0 / PIPELINE_COUNTED_TOKENS, alloc_ok ? "PASS" : "FAIL");
   printf("(tokens, S-P-S on 4 lines, every fourth token deferred once; limit: %lu allocations)\n\n",
          limit);
   if (ordo_pipeline_destroy(p) != ORDO_OK) ok = 0;
+  return ok && alloc_ok;
+}
+
+/* ---- graph workload: one capture of the 8 shapes, launched many times ---- */
+
+#define GRAPH_WARMUP_LAUNCHES 2000
+#define GRAPH_COUNTED_LAUNCHES 10000 /* 80,000 replayed ops */
+
+/* Launches g n times, keeping at most about MAX_IN_FLIGHT ops pending (no ordo waits). */
+static unsigned long launch_graph(ordo_graph* g, unsigned long n) {
+  unsigned long failed = 0;
+  for (unsigned long i = 0; i < n; i++) {
+    while (g_pushed - atomic_load_explicit(&g_done, memory_order_relaxed) > MAX_IN_FLIGHT) {
+      sched_yield();
+    }
+    if (ordo_graph_launch(g) != ORDO_OK) {
+      failed++;
+      continue;
+    }
+    g_pushed += 8;
+  }
+  return failed;
+}
+
+/* Runs the graph window; prints its row; returns 1 on pass. */
+static int graph_window(void) {
+  if (ordo_graph_begin_capture(g_e) != ORDO_OK) {
+    printf("ordo_graph_begin_capture: %s\n", ordo_last_error_message());
+    return 0;
+  }
+  unsigned long pushed = g_pushed;
+  run_cycles(8); /* recorded: each push returns at once and runs nothing */
+  g_pushed = pushed;
+  ordo_graph* g = NULL;
+  if (ordo_graph_end_capture(g_e, &g) != ORDO_OK) {
+    printf("ordo_graph_end_capture: %s\n", ordo_last_error_message());
+    return 0;
+  }
+  unsigned long failed = launch_graph(g, GRAPH_WARMUP_LAUNCHES);
+  ordo_status warm = ordo_wait_for_all(g_e);
+  unsigned long done_before = atomic_load(&g_done);
+  atomic_store(&g_allocs, 0);
+  atomic_store(&g_counting, 1);
+  failed += launch_graph(g, GRAPH_COUNTED_LAUNCHES);
+  ordo_status counted = ordo_wait_for_all(g_e);
+  atomic_store(&g_counting, 0);
+  unsigned long allocs = atomic_load(&g_allocs);
+  unsigned long ops = atomic_load(&g_done) - done_before;
+  int ok =
+      warm == ORDO_OK && counted == ORDO_OK && failed == 0 && ops == 8ul * GRAPH_COUNTED_LAUNCHES;
+  if (!ok) {
+    printf("graph launches: %s, %s, %lu failed, %lu ops (%s)\n", ordo_status_string(warm),
+           ordo_status_string(counted), failed, ops, ordo_last_error_message());
+  }
+  int alloc_ok = allocs == 0;
+  printf("%-28s %10lu %14lu %16.3f %8s\n", "graph launch (counted)", ops, allocs,
+         ops ? (double)allocs * 1000.0 / (double)ops : 0.0, alloc_ok ? "PASS" : "FAIL");
+  printf("(replayed ops, the 8 shapes above captured once; limit: 0 allocations)\n\n");
+  if (ordo_graph_destroy(g) != ORDO_OK) ok = 0;
   return ok && alloc_ok;
 }
 
@@ -353,6 +412,7 @@ int main(void) {
       frees, limit, MAX_ALLOCS_PER_1000, WARMUP_OPS, setup_allocs);
   ok = ok && alloc_ok;
   ok = pipeline_window() && ok;
+  ok = graph_window() && ok;
 
   st = ordo_engine_destroy(g_e);
   if (st != ORDO_OK) {

@@ -437,5 +437,46 @@ PIPE tbb 2 64.0 63.0 65.0
         self.assertEqual(row[-2:], ["3/3", "-"])  # P2: ordo won all 3; P4: tbb has no run
 
 
+class GraphTargets(unittest.TestCase):
+    """Issue #26: ordo-graph against every peer's best mode, B's ceiling, E against tbb-tg,
+    the Cholesky demo's launch overhead (worst over rounds), and rounds won by ordo-graph."""
+    LINES = """
+ROUND 1
+RESULT ordo B 50.0 49.0 51.0
+RESULT ordo-graph B 24.0 23.0 25.0
+RESULT tbb-flow B 300.0 290.0 310.0
+RESULT tbb-flow-prebuilt B 26.0 25.0 27.0
+RESULT ordo-graph E 40.0 39.0 41.0
+RESULT tbb-tg E 30.0 29.0 31.0
+GRAPHLAUNCH ordo-graph 4096 256 0.002
+ROUND 2
+RESULT ordo B 52.0 49.0 53.0
+RESULT ordo-graph B 26.0 23.0 27.0
+RESULT tbb-flow B 300.0 290.0 310.0
+RESULT tbb-flow-prebuilt B 24.0 24.0 26.0
+RESULT ordo-graph E 40.0 39.0 41.0
+RESULT tbb-tg E 30.0 29.0 31.0
+GRAPHLAUNCH ordo-graph 4096 256 0.02
+"""
+
+    def test_rows(self):
+        rows = {r[0]: r[2] for r in compare.graph_rows(parse(self.LINES))}
+        self.assertTrue(rows["B: ordo-graph faster than every peer's best mode"].startswith(
+            "missed: tbb-flow-prebuilt"))  # median 25.0 against ordo-graph's 25.0: a tie
+        self.assertEqual(rows["B: ordo-graph <= 25 ns/op"], "met")
+        self.assertTrue(rows["E: ordo-graph under tbb-tg"].startswith("missed"))
+        self.assertEqual(rows["K (n 4096, tile 256): launch overhead < 1% of the run"], "missed")
+
+    def test_rounds_won_by_ordo_graph_leave_ordo_out(self):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            compare.print_rounds_won(parse(self.LINES), compare.GRAPH)
+        text = out.getvalue()
+        self.assertIn("Rounds won by ordo-graph", text)
+        row = next(line.split() for line in text.splitlines() if line.startswith("tbb-flow "))
+        self.assertEqual(row[2], "2/2")
+        self.assertFalse(any(line.startswith("ordo ") for line in text.splitlines()))
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=1)

@@ -28,6 +28,8 @@ def main():
     assert ok.returncode == 0, ok.stdout + ok.stderr
     up = run(tree({"core/a.h": '#include "engine/b.h"\n', "engine/b.h": "\n"}))
     assert up.returncode == 1 and "core/a.h: includes engine/b.h" in up.stdout, up.stdout
+    beside = run(tree({"graph/a.h": '#include "pipeline/b.h"\n', "pipeline/b.h": "\n"}))
+    assert beside.returncode == 1 and "graph/a.h: includes pipeline/b.h" in beside.stdout, beside.stdout
     loop = run(tree({"core/a.h": '#include "core/b.h"\n', "core/b.h": '#include "core/a.h"\n'}))
     assert loop.returncode == 1 and "include loop" in loop.stdout, loop.stdout
     print("test_check_layers: PASS")

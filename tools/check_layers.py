@@ -10,6 +10,7 @@ the public header), and no two files include each other in a loop.
     exec      worker groups, ready queues, deques             (base, core, trace)
     engine    the engine's parts and Engine itself            (everything above but api)
     pipeline  pipelines, run as engine work                   (everything above but api)
+    graph     capture and replay, beside pipeline             (everything above but api)
     api       the extern "C" entry points                     (everything)
 
 Usage: check_layers.py [SRC_DIR]. Prints every include that breaks the order, and every cycle;
@@ -27,7 +28,8 @@ BELOW = {
     "exec": {"base", "core", "trace"},
     "engine": {"base", "core", "trace", "device", "exec"},
     "pipeline": {"base", "core", "trace", "device", "exec", "engine"},
-    "api": {"base", "core", "trace", "device", "exec", "engine", "pipeline"},
+    "graph": {"base", "core", "trace", "device", "exec", "engine"},
+    "api": {"base", "core", "trace", "device", "exec", "engine", "pipeline", "graph"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

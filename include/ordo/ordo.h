@@ -763,6 +763,101 @@ ORDO_API ordo_status ordo_wait_for_all_timeout(ordo_engine* e, uint64_t timeout_
 ORDO_API ordo_status ordo_wait_for_var_async(ordo_engine* e, ordo_var v, ordo_wait_fn fn,
                                              void* user_data);
 
+/* ------------------------------------------------------------------------------------------- */
+/* Capture and replay (graphs)                                                                 */
+/* ------------------------------------------------------------------------------------------- */
+/*
+ * Record a sequence of pushes once, then launch it many times:
+ *
+ *   ordo_graph_begin_capture(e);
+ *   ordo_opr_push(e, step, &d, &a, 1, &b, 1, NULL);   recorded, not run
+ *   ordo_opr_push_prepared(e, opr, 0);                recorded, not run
+ *   ordo_graph* g;
+ *   ordo_graph_end_capture(e, &g);
+ *   for (...) ordo_graph_launch(g);                   as if those pushes were made again
+ *   ordo_wait_for_all(e);
+ *   ordo_graph_destroy(g);
+ *
+ * A launch behaves exactly as the captured pushes made again, in capture order, by the
+ * launching thread at the moment of the launch: the same callbacks, user data, vars, options
+ * (priority, name, property, device) and the same ordering against every other push, launch,
+ * wait, delete and clear on those vars (SPEC §2), the same errors and skips (§3), counted in
+ * ordo_stats like pushes. ordo_wait_for_var and ordo_wait_for_all wait for launched ops as for
+ * pushed ones. Launches from one thread compose in program order; a launch is not atomic
+ * against other threads: like two threads' pushes, the ops of launches (of one graph or
+ * several) made by two threads at once may interleave, each op ordered as one push. Ops may
+ * defer (ordo_exec_defer) and are completed by ordo_complete as usual.
+ * What a launch does today: every captured op's var handles are resolved (and its device
+ * routed) once, at capture, and each launch pushes the ops through the engine's ordinary push
+ * path without resolving them again (docs/ARCHITECTURE.md §10).
+ */
+
+/** A captured graph of ops. Opaque: a handle, not a pointer to read. A destroyed or made-up
+ *  graph handle is ORDO_ERR_INVALID_HANDLE in every call below (handles carry a generation and
+ *  are never reused for another graph while the process lives, up to 2^32 graphs per slot). */
+typedef struct ordo_graph ordo_graph;
+
+/**
+ * Starts recording this thread's pushes to e: from now until ordo_graph_end_capture on this
+ * thread, every ordo_opr_push and ordo_opr_push_prepared this thread makes to e (from its own
+ * code, not from inside an op) is checked as a push would be (the same errors, and nothing is
+ * recorded when it fails) and recorded instead of run; it returns ORDO_OK. Pushes to other
+ * engines, pushes by other threads, and pushes from inside ops (a callback or free_fn of e on
+ * this thread's stack, such as an ORDO_PROP_ASYNC op run inline) are made as usual, never
+ * recorded. While the capture is open, these calls on e from this thread (outside ops) return
+ * ORDO_ERR_INVALID_STATE and do nothing: ordo_wait_for_var, ordo_wait_for_var_timeout,
+ * ordo_wait_for_all, ordo_wait_for_all_timeout, ordo_wait_for_var_async, ordo_var_delete,
+ * ordo_var_clear_error, ordo_engine_destroy and ordo_graph_launch; ordo_pipeline_run and
+ * ordo_pipeline_push of a pipeline on e likewise. ordo_var_new, ordo_opr_new, ordo_opr_delete
+ * and the queries work as usual. One capture per thread at a time.
+ * Errors: INVALID_ARGUMENT (e NULL), INVALID_HANDLE, INVALID_STATE (a capture is already open on
+ * this thread, of any engine; or called from inside an op of e), SHUTDOWN, NO_MEMORY.
+ */
+ORDO_API ordo_status ordo_graph_begin_capture(ordo_engine* e);
+
+/**
+ * Ends this thread's capture of e and returns what it recorded as a new graph in *out (a
+ * capture with no push gives a valid empty graph, whose launch does nothing). Must be called on
+ * the thread that began the capture. The capture is over once this returns, whatever the
+ * status (except for INVALID_ARGUMENT and INVALID_STATE, which change nothing).
+ * If e was destroyed (by another thread, or by its last release) while the capture was open,
+ * this returns ORDO_ERR_SHUTDOWN: the recorded ops were never pushed, and their free_fns run
+ * here, on this thread. A thread that exits with a capture open leaks it (and the engine's
+ * memory it holds): end every capture.
+ * Errors: INVALID_ARGUMENT (e or out NULL), INVALID_STATE (no capture open on this thread, or
+ * it records another engine), SHUTDOWN, NO_MEMORY (65,535 graphs exist; the recorded ops are
+ * dropped and their free_fns run). *out is NULL on every failure.
+ */
+ORDO_API ordo_status ordo_graph_end_capture(ordo_engine* e, ordo_graph** out);
+
+/**
+ * Launches the graph: pushes its ops again, in capture order, as described above. Asynchronous
+ * like a push (the naive engine and ORDO_PROP_ASYNC ops run inline, as pushed ones would; the
+ * submission window applies). Any thread, also from inside an op; several threads may launch one
+ * graph at once. The free_fns given at capture are not called per launch (once, at destroy); a
+ * captured ordo_opr_push_prepared keeps its prepared op alive (and its free_fn waiting) until
+ * the graph is destroyed, even if ordo_opr_delete is called meanwhile.
+ * A var the graph uses that was deleted after the capture: the launch pushes the ops before the
+ * first op that uses it (as the pushes made again would), then stops with INVALID_HANDLE; the
+ * message names that op and how many were pushed. SHUTDOWN and NO_MEMORY half-way likewise.
+ * Errors: INVALID_ARGUMENT (g NULL), INVALID_HANDLE (g destroyed or made up; a var deleted),
+ * INVALID_STATE (this thread is capturing the graph's engine: graphs are not captured in
+ * graphs), SHUTDOWN (the graph's engine is destroyed), NO_MEMORY.
+ */
+ORDO_API ordo_status ordo_graph_launch(ordo_graph* g);
+
+/**
+ * Destroys the graph: its handle is invalid at once, the free_fns given to the captured
+ * ordo_opr_push calls run now, on this thread, once each, in capture order, and the captured
+ * prepared ops are let go (a prepared op deleted meanwhile then runs its free_fn, when this was
+ * its last use). Works after the graph's engine was destroyed. Refused while a launch is in
+ * flight: being pushed by another thread, or ops of a launch not yet finished (wait for them,
+ * e.g. with ordo_wait_for_all, then destroy).
+ * Errors: INVALID_ARGUMENT (g NULL), INVALID_HANDLE (g destroyed or made up), INVALID_STATE (a
+ * launch in flight; nothing happened).
+ */
+ORDO_API ordo_status ordo_graph_destroy(ordo_graph* g);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

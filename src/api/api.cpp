@@ -7,6 +7,7 @@
 
 #include "api/engine_registry.h"
 #include "api/entry.h"
+#include "api/graph_entry.h"
 #include "api/struct_io.h"
 #include "base/last_error.h"
 #include "core/handle_bits.h"
@@ -143,7 +144,11 @@ ORDO_API ordo_status ordo_engine_create(const ordo_engine_config* cfg, ordo_engi
 }
 
 ORDO_API ordo_status ordo_engine_destroy(ordo_engine* e) {
-  return guarded(__func__, [&](const char*) {
+  return guarded(__func__, [&](const char* api) {
+    Engine* engine;
+    if (resolve_engine(e, &engine) == ORDO_OK && capturing(engine)) {
+      return refuse_in_capture(api);
+    }
     run_deferred_calls();
     ordo_status s = destroy_engine(e);
     run_deferred_calls();  // what threads that exited during the drain left (deferred_calls.h)
@@ -265,13 +270,15 @@ ORDO_API ordo_status ordo_var_new(ordo_engine* e, ordo_var* out) {
 }
 
 ORDO_API ordo_status ordo_var_delete(ordo_engine* e, ordo_var v) {
-  return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
+  return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
+    if (capturing(engine)) return refuse_in_capture(api);
     return engine->var_delete(v);
   });
 }
 
 ORDO_API ordo_status ordo_var_clear_error(ordo_engine* e, ordo_var v) {
-  return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
+  return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
+    if (capturing(engine)) return refuse_in_capture(api);
     return engine->var_clear_error(v);
   });
 }
@@ -409,28 +416,32 @@ ORDO_API ordo_status ordo_exec_get_info(const ordo_exec* exec, ordo_exec_info* i
 // ---- waiting -----------------------------------------------------------------------------------
 
 ORDO_API ordo_status ordo_wait_for_var(ordo_engine* e, ordo_var v) {
-  return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
+  return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
+    if (capturing(engine)) return refuse_in_capture(api);
     run_deferred_calls();
     return engine->wait_for_var(v, nullptr);
   });
 }
 
 ORDO_API ordo_status ordo_wait_for_var_timeout(ordo_engine* e, ordo_var v, uint64_t timeout_ns) {
-  return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
+  return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
+    if (capturing(engine)) return refuse_in_capture(api);
     run_deferred_calls();
     return engine->wait_for_var(v, &timeout_ns);
   });
 }
 
 ORDO_API ordo_status ordo_wait_for_all(ordo_engine* e) {
-  return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
+  return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
+    if (capturing(engine)) return refuse_in_capture(api);
     run_deferred_calls();
     return engine->wait_for_all(nullptr);
   });
 }
 
 ORDO_API ordo_status ordo_wait_for_all_timeout(ordo_engine* e, uint64_t timeout_ns) {
-  return with_engine(__func__, e, [&](Engine* engine, const char*) -> ordo_status {
+  return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
+    if (capturing(engine)) return refuse_in_capture(api);
     run_deferred_calls();
     return engine->wait_for_all(&timeout_ns);
   });
@@ -440,6 +451,7 @@ ORDO_API ordo_status ordo_wait_for_var_async(ordo_engine* e, ordo_var v, ordo_wa
                                              void* user_data) {
   return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
     if (!fn) return null_arg(api, "fn");
+    if (capturing(engine)) return refuse_in_capture(api);
     run_deferred_calls();
     return engine->wait_for_var_async(v, fn, user_data);
   });

@@ -7,6 +7,7 @@
 
 #include "api/engine_registry.h"
 #include "api/entry.h"
+#include "api/graph_entry.h"
 #include "api/pipeline_registry.h"
 #include "base/foreign_exception.h"
 #include "base/last_error.h"
@@ -64,6 +65,7 @@ ordo_status refuse_busy(const char* api) {
 
 // What ordo_pipeline_run and ordo_pipeline_push check before a run: with the table locked.
 ordo_status check_startable(const char* api, Pipeline* p) {
+  if (capturing(p->engine())) return refuse_in_capture(api);  // a run is not captured
   if (p->engine()->shutting_down()) {
     return fail(ORDO_ERR_SHUTDOWN, "%s: the pipeline's engine is shut down (destroyed)", api);
   }

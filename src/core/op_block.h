@@ -69,13 +69,23 @@ inline OpBlock* VarLink::op() const {
   return reinterpret_cast<const LinkLine*>(line)->op;
 }
 
+// The caller's kinds come first: `kind <= kLastCallers` tells them with one compare.
 enum class OpKind : uint8_t {
   kUser,        // a pushed callback
   kPrepared,    // a push of a prepared op (user_data/free_fn belong to the prepared op)
+  kGraph,       // a caller's op replayed by a graph launch (src/graph/): a kUser with no free_fn,
+                // whose `internal` is an OpHook told when the op has finished
   kWaitSignal,  // ordo_wait_for_var: its wait mark (var_slot.h), a read; wakes the waiter
   kClearError,  // ordo_var_clear_error: a writer that clears the var's error
   kDeleteVar,   // ordo_var_delete: a writer after which the var slot is reclaimed
   kAsyncWait,   // ordo_wait_for_var_async: a writer with no callback; then calls the caller's fn
+  kLastCallers = kGraph,
+};
+
+// What a kGraph op tells when it has finished (before waiters on its vars wake, where a free_fn
+// would run). A plain function pointer: the layer that pushes such ops implements it.
+struct OpHook {
+  void (*finished)(OpHook* self);
 };
 
 // Laid out by who touches what, because a block is written by the pushing thread and read by a
@@ -95,7 +105,8 @@ struct alignas(64) OpBlock {
   void* user_data;
   ordo_free_fn free_fn;
   WorkerGroup* group;  // nullptr: runs inline on the thread that makes it ready
-  void* internal;      // Waiter* (kWaitSignal), AsyncWait* (kAsyncWait) or PreparedOp* (kPrepared)
+  void* internal;      // Waiter* (kWaitSignal), AsyncWait* (kAsyncWait), PreparedOp* (kPrepared),
+                       // OpHook* (kGraph)
   OpBlock* next;       // pool free list, ready chain, or a ready queue's overflow list
   std::atomic<int32_t> wait;  // var grants still missing
   int32_t priority;

@@ -79,6 +79,18 @@ class Engine final : public WorkerHost {
   }
   ordo_status prepared_delete(ordo_opr opr) { return prepared_.destroy(opr); }
 
+  // --- seams for capture and replay (src/graph/) ---
+  // Pushes an op routed and resolved before (a capture's record, engine/push_recorder.h). A
+  // var deleted since is INVALID_HANDLE here, under its lock, as for any push.
+  ordo_status push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n) {
+    return push_.push_resolved(spec, group, refs, n);
+  }
+  // A thread's capture of this engine's pushes begins or ends (engine/push_recorder.h).
+  void capture_opened() { push_.capture_opened(); }
+  void capture_closed() { push_.capture_closed(); }
+  // Drops a prepared op's reference that a capture kept from a recorded push.
+  void prepared_release(PreparedOp* p) { prepared_.release_captured(p); }
+
   // --- async completion ---
   ordo_status defer(OpBlock* op, ordo_completion* out) { return runner_.defer(op, out); }
   ordo_status complete(uint32_t gen, uint32_t index, int32_t code, const char* message) {

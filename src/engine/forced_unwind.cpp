@@ -68,7 +68,7 @@ void OpRunner::free_fn_unwound(OpBlock* op, ErrorRecord* failure, Worker* self) 
 // since they run no caller code (an async wait's fn is queued).
 void OpRunner::skip_unwound(OpBlock* op) {
   Worker* self = current_worker();
-  if (op->kind != OpKind::kUser && op->kind != OpKind::kPrepared) {
+  if (op->kind != OpKind::kUser && op->kind != OpKind::kPrepared && op->kind != OpKind::kGraph) {
     execute(op, self);
     return;
   }

@@ -101,6 +101,7 @@ void OpRunner::execute(OpBlock* op, Worker* self) {
       return;
     case OpKind::kUser:
     case OpKind::kPrepared:
+    case OpKind::kGraph:
       break;
   }
   // A GPU op: one test of a field on the line already read, never taken by a CPU op.
@@ -399,16 +400,9 @@ __attribute__((always_inline)) inline void OpRunner::finalize_as(OpBlock* op, Er
 __attribute__((always_inline)) inline void OpRunner::release_user_data(OpBlock* op,
                                                                        ErrorRecord* failure,
                                                                        Worker* self) {
-  if (op->kind == OpKind::kPrepared) {
-    auto* p = static_cast<PreparedOp*>(op->internal);
-    if (p->release()) {
-      try {
-        prepared_.finish(p);
-      } catch (...) {                        // only a forced unwind gets out of finish()
-        free_fn_unwound(op, failure, self);  // the free_fn ended the thread: finish the op
-        throw;
-      }
-    }
+  // A plain op (the common case) costs one test of its kind, as before kGraph existed.
+  if (__builtin_expect(op->kind != OpKind::kUser, 0)) {
+    release_internal(op, failure, self);
   } else if (op->free_fn) {
     try {
       op->free_fn(op->user_data);
@@ -419,6 +413,24 @@ __attribute__((always_inline)) inline void OpRunner::release_user_data(OpBlock* 
       }
       // A throwing free_fn from a C++ caller must not take the worker down.
     }
+  }
+}
+
+// What a prepared push or a graph's op lets go of when it finishes (internal ops: nothing).
+void OpRunner::release_internal(OpBlock* op, ErrorRecord* failure, Worker* self) {
+  if (op->kind == OpKind::kPrepared) {
+    auto* p = static_cast<PreparedOp*>(op->internal);
+    if (p->release()) {
+      try {
+        prepared_.finish(p);
+      } catch (...) {                        // only a forced unwind gets out of finish()
+        free_fn_unwound(op, failure, self);  // the free_fn ended the thread: finish the op
+        throw;
+      }
+    }
+  } else if (op->kind == OpKind::kGraph) {
+    auto* hook = static_cast<OpHook*>(op->internal);
+    hook->finished(hook);  // ordo's own code: it never unwinds
   }
 }
 

@@ -92,6 +92,7 @@ class OpRunner {
   ordo_status complete_as(uint32_t gen, uint32_t index, int32_t code, const char* message);
   // `failure` and `self`: finalize's, for a free_fn that ends the thread (free_fn_unwound).
   void release_user_data(OpBlock* op, ErrorRecord* failure, Worker* self);
+  void release_internal(OpBlock* op, ErrorRecord* failure, Worker* self);
   // An ordo_wait_for_var_async's op has its turn (engine/async_wait.cpp).
   void run_async_wait(OpBlock* op, Worker* self);
   // Forced unwinds through caller code (engine/forced_unwind.cpp): a callback's thread ended

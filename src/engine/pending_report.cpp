@@ -72,6 +72,8 @@ const char* kind_text(OpKind k) {
       return "op";
     case OpKind::kPrepared:
       return "prepared op";
+    case OpKind::kGraph:
+      return "graph op";
     case OpKind::kWaitSignal:
       return "ordo_wait_for_var's mark";
     case OpKind::kClearError:

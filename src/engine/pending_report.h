@@ -37,7 +37,9 @@ struct PendingOp {
   } vars[kVarsShown] = {};
   uint32_t vars_shown = 0;
 
-  bool is_callers() const { return kind == OpKind::kUser || kind == OpKind::kPrepared; }
+  bool is_callers() const {
+    return kind == OpKind::kUser || kind == OpKind::kPrepared || kind == OpKind::kGraph;
+  }
   bool touches(const VarSlot* v) const;
 };
 

@@ -25,6 +25,11 @@ class PreparedOps {
                      const ordo_var* mutable_vars, size_t num_mutable, ordo_opr* out);
   ordo_status push(ordo_opr opr, int32_t priority);
   ordo_status destroy(ordo_opr opr);
+  // A captured push of a prepared op keeps the reference it took (src/graph/) until its graph
+  // is destroyed; this drops it.
+  void release_captured(PreparedOp* p) {
+    if (p->release()) finish(p);
+  }
   // Runs the free_fn of every prepared op never deleted (engine teardown). Idempotent.
   void finish_all_live() { table_.finish_all_live(); }
   // Where a finished op drops its push's reference (OpRunner::release_user_data).

@@ -6,6 +6,7 @@
 #include "base/asymmetric_fence.h"
 #include "base/last_error.h"
 #include "engine/lane_cache.h"
+#include "engine/push_recorder.h"
 #include "engine/thread_state.h"
 
 namespace ordo {
@@ -77,20 +78,26 @@ ordo_status PushPath::push_resolved(const OpSpec& spec, WorkerGroup* group, VarR
                                     size_t n) {
   // Once shutdown has begun, refuse without counting: a push rejected after counting is pending
   // for a moment, and a pusher that keeps pushing could keep the drain from ever seeing none.
-  if (closed_.load(std::memory_order_relaxed)) return refuse_push(ORDO_ERR_SHUTDOWN);
+  // The same test catches a thread that captures this engine's pushes (engine/push_recorder.h):
+  // while any capture of it is open, every push looks whether its own thread is the one.
+  if (__builtin_expect(gate_.load(std::memory_order_relaxed) != 0, 0)) {
+    if (closed()) return refuse_push(ORDO_ERR_SHUTDOWN);
+    PushRecorder* r = spec.kind <= OpKind::kLastCallers ? recording() : nullptr;
+    if (r) return r->record(spec, group, refs, n);
+  }
   Worker* self = runner_.current_worker();
   PushLane* lane = self ? self->lane : claim_lane(engine_);
   const bool shared = lane == nullptr;
   if (shared) lane = counts_.lock_shared_lane();
-  // Count first, then look at closed_: the light half of the fence shutdown's heavy one pairs
+  // Count first, then look at kClosed: the light half of the fence shutdown's heavy one pairs
   // with, so every push either counted itself before shutdown looked (and is drained) or sees
-  // closed_ and backs out.
+  // kClosed and backs out.
   lane->count_push();
   AsymmetricFence::light();
   OpCache* cache = self ? &self->cache : &lane->cache;
   OpBlock* op = nullptr;
   ordo_status status = ORDO_OK;
-  if (closed_.load(std::memory_order_relaxed)) {
+  if (gate_.load(std::memory_order_relaxed) & kClosed) {
     status = ORDO_ERR_SHUTDOWN;
   } else if (!(op = pool_.acquire(cache)) || !attach_links(op, n)) {
     status = ORDO_ERR_NO_MEMORY;
@@ -105,7 +112,7 @@ ordo_status PushPath::push_resolved(const OpSpec& spec, WorkerGroup* group, VarR
   // Counted here, under the shared lane's lock when the lane is shared. Only the caller's own
   // pushes are throttled: the internal ops of ordo_var_delete, ordo_var_clear_error and
   // ordo_wait_for_var must neither wait nor run callbacks on the calling thread.
-  const bool user_op = spec.kind == OpKind::kUser || spec.kind == OpKind::kPrepared;
+  const bool user_op = spec.kind <= OpKind::kLastCallers;
   const bool check_window = user_op && lane->throttle_check_due(throttle_check_every_);
   if (shared) counts_.unlock_shared_lane();
   fill(op, spec, group);
@@ -136,6 +143,11 @@ ordo_status PushPath::push_resolved(const OpSpec& spec, WorkerGroup* group, VarR
   }
   if (check_window) check_throttle(lane, shared);
   return ORDO_OK;
+}
+
+// Out of line: the thread-local is read only on the shared-lane branch.
+PushRecorder* PushPath::recording() const {
+  return recorder_for(host_);
 }
 
 void PushPath::fill(OpBlock* op, const OpSpec& spec, WorkerGroup* group) {

@@ -24,6 +24,7 @@
 namespace ordo {
 
 class Engine;
+class PushRecorder;
 
 // What a push asks for, before it becomes an OpBlock.
 struct OpSpec {
@@ -100,8 +101,12 @@ class PushPath {
   ordo_status push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n);
 
   // Refuses every push from now on (shutdown's first step); see push_resolved for the handshake.
-  void close() { closed_.store(true, std::memory_order_seq_cst); }
-  bool closed() const { return closed_.load(std::memory_order_acquire); }
+  void close() { gate_.fetch_or(kClosed, std::memory_order_seq_cst); }
+  bool closed() const { return (gate_.load(std::memory_order_acquire) & kClosed) != 0; }
+  // A capture of this engine's pushes begins or ends (engine/push_recorder.h): while any is
+  // open, pushes leave their fast path to look whether their thread captures.
+  void capture_opened() { gate_.fetch_add(kCapture, std::memory_order_seq_cst); }
+  void capture_closed() { gate_.fetch_sub(kCapture, std::memory_order_seq_cst); }
 
   // The cycle counter as last read: what a push stamps its op with (core/op_life.h), refreshed
   // when an idle spell ends (a worker wakes, a wait begins) and every 256 pushes of a lane.
@@ -109,6 +114,8 @@ class PushPath {
 
  private:
   void fill(OpBlock* op, const OpSpec& spec, WorkerGroup* group);
+  // This thread's capture of the engine, if it has one open (engine/push_recorder.h).
+  [[gnu::noinline, gnu::cold]] PushRecorder* recording() const;
   bool attach_links(OpBlock* op, size_t n);
   ordo_status enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* ready);
   // The submission window and helping pushers (push_helping.cpp).
@@ -133,7 +140,10 @@ class PushPath {
   OpRunner& runner_;
   // Written rarely, each on a line of its own, so pushes read them from their cache.
   alignas(64) std::atomic<uint64_t> recent_ticks_{life_ticks()};
-  alignas(64) std::atomic<bool> closed_{false};
+  // kClosed (shutdown has begun) plus kCapture per open capture: one test on every push.
+  static constexpr uint32_t kClosed = 1;
+  static constexpr uint32_t kCapture = 2;
+  alignas(64) std::atomic<uint32_t> gate_{0};
 };
 
 }  // namespace ordo

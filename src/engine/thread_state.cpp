@@ -1,5 +1,6 @@
 #include "engine/thread_state.h"
 
+#include "engine/push_recorder.h"
 #include "exec/worker_group.h"
 
 namespace ordo {
@@ -11,6 +12,7 @@ ORDO_HOT_TLS_SHARED ExecTokens exec_tokens;
 ORDO_HOT_TLS_SHARED const WorkerHost* busy[kBusyMax];
 ORDO_HOT_TLS_SHARED int busy_depth = 0;
 ORDO_HOT_TLS_SHARED Helper* helper = nullptr;
+ORDO_HOT_TLS_SHARED PushRecorder* recorder = nullptr;
 
 bool busy_with(const WorkerHost* engine) {
   if (worker && worker->group->host() == engine) return true;

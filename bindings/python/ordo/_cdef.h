@@ -139,6 +139,11 @@ ordo_status ordo_wait_for_var_timeout(ordo_engine* e, ordo_var v, uint64_t timeo
 ordo_status ordo_wait_for_all(ordo_engine* e);
 ordo_status ordo_wait_for_all_timeout(ordo_engine* e, uint64_t timeout_ns);
 ordo_status ordo_wait_for_var_async(ordo_engine* e, ordo_var v, ordo_wait_fn fn, void* user_data);
+typedef struct ordo_graph ordo_graph;
+ordo_status ordo_graph_begin_capture(ordo_engine* e);
+ordo_status ordo_graph_end_capture(ordo_engine* e, ordo_graph** out);
+ordo_status ordo_graph_launch(ordo_graph* g);
+ordo_status ordo_graph_destroy(ordo_graph* g);
 typedef struct ordo_pipeline ordo_pipeline;
 typedef struct ordo_pipeflow ordo_pipeflow;
 #define ORDO_PIPE_PARALLEL 1

@@ -134,6 +134,9 @@ void shim_fmt_ptr(const volatile void* v, char* buf);
   shim_check_failed(true, __FILE__, __LINE__, "cr_assert_fail", NULL, NULL, " " __VA_ARGS__)
 #define cr_expect_eq(a, b, ...) SHIM_CMP(false, a, ==, b, __VA_ARGS__)
 #define cr_expect_gt(a, b, ...) SHIM_CMP(false, a, >, b, __VA_ARGS__)
+#define cr_expect(cond, ...) SHIM_TRUE(false, cond, #cond, __VA_ARGS__)
+#define cr_expect_neq(a, b, ...) SHIM_CMP(false, a, !=, b, __VA_ARGS__)
+#define cr_expect_null(p, ...) SHIM_TRUE(false, (p) == NULL, #p " is NULL", __VA_ARGS__)
 #define cr_skip_test(...) shim_skip(" " __VA_ARGS__)
 
 #endif /* ORDO_CRITERION_SHIM_H */

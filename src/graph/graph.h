@@ -1,0 +1,103 @@
+// Graph: the ops one capture recorded (ordo_graph_begin_capture .. ordo_graph_end_capture), each
+// routed and resolved once, and replayed by ordo_graph_launch through the engine's ordinary push
+// path, in capture order. A launch is therefore exactly the dynamic pushes made again: the same
+// ordering, errors, skips, waits and stats (docs/ARCHITECTURE.md, section 10).
+//
+// Each replayed op is the caller's callback and user data, pushed as OpKind::kGraph: instead of
+// a free_fn, the engine tells the graph's OpHook when it has finished, which counts the graph's
+// ops in flight down (InFlight), so that destroy can refuse a graph still running; the caller's
+// own free_fns run once, when the graph is destroyed. The worker never reads the graph's nodes.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/var_refs.h"
+#include "engine/engine.h"
+#include "engine/prepared.h"
+#include "graph/in_flight.h"
+#include "ordo/ordo.h"
+
+namespace ordo {
+
+class Graph;
+
+// One captured push: what a launch pushes again. 48 bytes: a launch reads the nodes (and their
+// refs) in a stream, so what only destroy needs (free_fns, prepared ops) and the names (most ops
+// have none) are kept apart.
+struct GraphNode {
+  ordo_fn fn = nullptr;
+  void* user_data = nullptr;
+  WorkerGroup* group = nullptr;
+  uint32_t first_ref = 0;  // its vars: refs_[first_ref .. first_ref + num_refs)
+  uint32_t num_refs = 0;
+  uint32_t name = 0;  // 0: none; else names_[name - 1]
+  int32_t priority = 0;
+  uint8_t prop = ORDO_PROP_NORMAL;
+  uint8_t device_type = ORDO_DEVICE_CPU;
+  uint8_t device_id = 0;
+};
+
+// What a captured push leaves for destroy: its free_fn, or its prepared op's reference.
+struct GraphOwned {
+  ordo_free_fn free_fn = nullptr;  // called once, at destroy
+  void* user_data = nullptr;
+  PreparedOp* prepared = nullptr;  // a captured prepared push holds a reference on its op
+};
+
+class Graph {
+ public:
+  explicit Graph(Engine* engine) : engine_(engine) { hook_.graph = this; }
+  // Drops the prepared ops' references and runs the caller's free_fns, capture order.
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  Engine* engine() const { return engine_; }
+  size_t size() const { return nodes_.size(); }
+
+  // Capture: records a push the engine has routed and resolved (ordo_opr_push, or
+  // ordo_opr_push_prepared: spec.kind kPrepared, whose reference on its prepared op the graph
+  // then keeps until it is destroyed). A var deleted since is refused, as the push would refuse
+  // it, with nothing recorded.
+  ordo_status add(const OpSpec& spec, WorkerGroup* group, const VarRef* refs, size_t n);
+
+  // Replays every node through the push path. The caller holds the graph (hold()) meanwhile.
+  // A push refused half-way (a var deleted since the capture, shutdown) stops the launch: the
+  // ops before it stay pushed, and the status and message say how far it got.
+  ordo_status launch(const char* api);
+
+  // A launch in progress, or ops of one still pending, keep the graph: destroy refuses it.
+  // hold() and in_flight() are called under the graph table's lock (see InFlight::idle).
+  void hold() { in_flight_.begin_launch(); }
+  void release() { in_flight_.end_launch(); }
+  bool in_flight() const { return !in_flight_.idle(); }
+
+ private:
+  // The engine's OpHook, with the way back to its graph.
+  struct Hook : OpHook {
+    Hook() : OpHook{&Graph::op_finished} {}
+    Graph* graph = nullptr;
+  };
+  static void op_finished(OpHook* hook);
+  void new_node(const OpSpec& spec, WorkerGroup* group, const VarRef* refs, size_t n);
+  const char* name_of(const GraphNode& node) const {
+    return node.name ? names_[node.name - 1].text : nullptr;
+  }
+  ordo_status stopped(const char* api, size_t index, ordo_status s);
+
+  Engine* const engine_;
+  std::vector<GraphNode> nodes_;  // fixed once the capture ends
+  std::vector<VarRef> refs_;
+  struct Name {
+    char text[ORDO_NAME_MAX + 1];
+  };
+  std::vector<Name> names_;
+  std::vector<GraphOwned> owned_;  // capture order
+  Hook hook_;
+  InFlight in_flight_;
+};
+
+}  // namespace ordo
