@@ -82,8 +82,12 @@ class Engine final : public WorkerHost {
   // --- seams for capture and replay (src/graph/) ---
   // Pushes an op routed and resolved before (a capture's record, engine/push_recorder.h). A
   // var deleted since is INVALID_HANDLE here, under its lock, as for any push.
+  // A GPU op then looks, as PushPath::push_slow's do, whether the GPU ops it queued behind have
+  // recorded their events, to start at once (early release, engine/early_release.h).
   ordo_status push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n) {
-    return push_.push_resolved(spec, group, refs, n);
+    const ordo_status s = push_.push_resolved(spec, group, refs, n);
+    if (s == ORDO_OK && spec.device_type != ORDO_DEVICE_CPU) runner_.early_pushed(refs, n);
+    return s;
   }
   // A thread's capture of this engine's pushes begins or ends (engine/push_recorder.h).
   void capture_opened() { push_.capture_opened(); }

@@ -569,6 +569,32 @@ void test_early_prepared() {
   ordo_engine_destroy(e);
 }
 
+// A captured graph's GPU ops are released early like pushed ones (Engine::push_resolved, the
+// launch's push): the consumer's callback runs while the producer's kernel is held.
+void test_early_graph_launch() {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  ordo_var v;
+  ordo_var_new(e, &v);
+  Log log;
+  Gate gate;
+  Step p{&log, "P", &gate};
+  Step c{&log, "C"};
+  check(ordo_graph_begin_capture(e) == ORDO_OK, "begin a capture", ordo_last_error_message());
+  push_step(e, &p, 0, nullptr, 0, &v, 1);
+  push_step(e, &c, 0, &v, 1, nullptr, 0);
+  ordo_graph* g = nullptr;
+  check(ordo_graph_end_capture(e, &g) == ORDO_OK, "end the capture", ordo_last_error_message());
+  check(!log.has("P callback"), "captured GPU ops are recorded, not run");
+  check(ordo_graph_launch(g) == ORDO_OK, "launch", ordo_last_error_message());
+  check(eventually(log, "C callback") && !log.has("P kernel"),
+        "the launched consumer started before the producer's event");
+  gate.release();
+  check(ordo_wait_for_var(e, v) == ORDO_OK, "wait for the launch");
+  check(log.at("P kernel") < log.at("C kernel"), "launched kernels in capture order");
+  check(ordo_graph_destroy(g) == ORDO_OK, "destroy the graph", ordo_last_error_message());
+  ordo_engine_destroy(e);
+}
+
 // A chain of three (write, read-write, read) on one var: all three callbacks run before the
 // first kernel may, and the kernels run in push order on three streams.
 void test_early_chain_of_3(int32_t kind, const char* kind_name) {
@@ -843,6 +869,7 @@ void early_release_tests() {
   test_early_consumer(ORDO_ENGINE_POOLED, "pooled");
   test_early_consumer(ORDO_ENGINE_NAIVE, "naive");
   test_early_prepared();
+  test_early_graph_launch();
   test_early_chain_of_3(ORDO_ENGINE_PER_DEVICE, "per_device");
   test_early_chain_of_3(ORDO_ENGINE_NAIVE, "naive");
   test_early_others_wait();
