@@ -115,7 +115,7 @@ bool EarlyRelease::grant_group(VarSlot* v, Front& f, VarLink* start, Handoff* ou
 bool EarlyRelease::eligible(const VarLink* l, uint8_t device) const {
   if (l->mark() || l->early()) return false;
   const OpBlock* op = l->op();
-  return (op->kind == OpKind::kUser || op->kind == OpKind::kPrepared) &&
+  return op->kind <= OpKind::kLastCallers &&  // a caller's op: pushed, prepared or launched
          op->device_type == ORDO_DEVICE_GPU && op->device_id == device;
 }
 

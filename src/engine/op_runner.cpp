@@ -314,23 +314,40 @@ void OpRunner::finish(OpBlock* op, ErrorRecord* failure, Worker* self) {
 }
 
 void OpRunner::finalize_gpu(OpBlock* op, ErrorRecord* failure, Worker* self) {
-  early_->issue_waits(op, nullptr);  // never ran (skipped, failed to start): drops its waits
-  // A var it was granted early carries an error: the producer failed after this op had started
-  // (a var granted for real would have had it before, and the op was skipped). Its outcome is
-  // the producer's, as a skipped op's.
-  if (!failure) {
-    if (ErrorRecord* inherited = first_error_of(op)) {
-      outcomes_.skipped();
-      failure = ErrorRecord::retain(inherited);
+  // The ops that a completion lets finish (granted early, completed, now granted for real) are
+  // finalized by this loop, not by recursion: a long chain of small kernels whose events the
+  // poller saw before their producers' can all finish at once, one stack frame each otherwise.
+  OpBlock* todo = nullptr;
+  for (;;) {
+    early_->issue_waits(op, nullptr);  // never ran (skipped, failed to start): drops its waits
+    // A var it was granted early carries an error: the producer failed after this op had
+    // started (a var granted for real would have had it before, and the op was skipped). Its
+    // outcome is the producer's, as a skipped op's.
+    if (!failure) {
+      if (ErrorRecord* inherited = first_error_of(op)) {
+        outcomes_.skipped();
+        failure = ErrorRecord::retain(inherited);
+      }
     }
+    OpBlock* finished = finalize_as<true>(op, failure, self);
+    while (finished) {
+      OpBlock* f = finished;
+      finished = f->next;
+      f->next = todo;
+      todo = f;
+    }
+    if (!todo) return;
+    op = todo;
+    todo = op->next;
+    failure = op->early_failure;
+    op->early_failure = nullptr;
   }
-  finalize_as<true>(op, failure, self);
 }
 
 // Publishes the op's outcome on each var, releases its grants, recycles it, and hands on
 // whatever became ready.
 template <bool kGpu>
-__attribute__((always_inline)) inline void OpRunner::finalize_as(OpBlock* op, ErrorRecord* failure,
+__attribute__((always_inline)) inline OpBlock* OpRunner::finalize_as(OpBlock* op, ErrorRecord* failure,
                                                                  Worker* self) {
   if (failure) outcomes_.failed(failure);
   release_user_data(op, failure, self);  // before waiters can wake: they see user_data released
@@ -385,14 +402,9 @@ __attribute__((always_inline)) inline void OpRunner::finalize_as(OpBlock* op, Er
     ready = r->next;
     dispatch(r, keeper, self ? static_cast<size_t>(self->index) : 0);
   }
-  // Ops granted early whose last access this completion granted, after their own completion.
-  while (kGpu && finished) {
-    OpBlock* f = finished;
-    finished = f->next;
-    ErrorRecord* own = f->early_failure;
-    f->early_failure = nullptr;
-    finalize_gpu(f, own, self);
-  }
+  // Ops granted early whose last access this completion granted, after their own completion:
+  // finalize_gpu finalizes them next.
+  return finished;
 }
 
 // Inlined: finalize's CPU instance kept it inline while it was its only caller (a call costs

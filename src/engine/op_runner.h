@@ -85,7 +85,7 @@ class OpRunner {
   // and so do the ops that their vars' grants finish; it inherits an early producer's failure.
   void finalize_gpu(OpBlock* op, ErrorRecord* failure, Worker* self);
   template <bool kGpu>
-  void finalize_as(OpBlock* op, ErrorRecord* failure, Worker* self);
+  OpBlock* finalize_as(OpBlock* op, ErrorRecord* failure, Worker* self);
   // Runs or queues the ops EarlyRelease made ready.
   void dispatch_chain(OpBlock* ready);
   template <bool kUnwinding>
