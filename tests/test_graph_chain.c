@@ -6,6 +6,7 @@
 #include <ordo/ordo.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -436,4 +437,42 @@ Test(graph_chain, a_var_the_chain_only_reads_is_shared_with_outside_readers) {
     cr_assert_eq(ordo_graph_destroy(g), ORDO_OK);
     ordo_engine_destroy(e);
   }
+}
+
+/* Each op of a chain sees its own name in ordo_exec_get_info, and its failure carries it. */
+static char g_seen[3][ORDO_NAME_MAX + 1];
+static int32_t note_name(ordo_exec* x, void* ud) {
+  int i = (int)(intptr_t)ud;
+  ordo_exec_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  if (ordo_exec_get_info(x, &info) == ORDO_OK && info.name) {
+    snprintf(g_seen[i], sizeof g_seen[i], "%s", info.name);
+  }
+  return i == 2 ? 4 : 0;
+}
+
+Test(graph_chain, each_op_of_a_chain_keeps_its_own_name) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  ordo_var a;
+  cr_assert_eq(ordo_var_new(e, &a), ORDO_OK);
+  memset(g_seen, 0, sizeof g_seen);
+  static const char* const names[3] = {"first", "", "third"};
+  cr_assert_eq(ordo_graph_begin_capture(e), ORDO_OK);
+  for (int i = 0; i < 3; i++) {
+    ordo_push_opts o;
+    ordo_push_opts_init(&o);
+    o.name = names[i];
+    ordo_opr_push(e, note_name, (void*)(intptr_t)i, NULL, 0, &a, 1, &o);
+  }
+  ordo_graph* g = NULL;
+  cr_assert_eq(ordo_graph_end_capture(e, &g), ORDO_OK);
+  cr_assert_eq(ordo_graph_launch(g), ORDO_OK);
+  cr_expect_eq(ordo_wait_for_all(e), ORDO_ERR_OP_FAILED);
+  cr_expect(strstr(ordo_last_error_message(), "third") != NULL, "%s", ordo_last_error_message());
+  for (int i = 0; i < 3; i++) {
+    cr_expect(strcmp(g_seen[i], names[i]) == 0, "op %d saw '%s'", i, g_seen[i]);
+  }
+  cr_assert_eq(ordo_graph_destroy(g), ORDO_OK);
+  ordo_engine_destroy(e);
 }

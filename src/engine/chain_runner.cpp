@@ -95,6 +95,10 @@ bool OpRunner::run_node(OpBlock* op, uint32_t k, Worker* self) {
     return true;
   }
   op->chain_at = k;  // before the callback: a completion may pick the chain up at once
+  if (k != 0) {      // the first node's name is the op's already (the push copied it)
+    op->has_name = node.name != nullptr;  // ordo_exec_get_info reports the running node's
+    if (node.name) copy_name(op->name, node.name);
+  }
   ErrorRecord* failure;
   try {
     failure = call_node(op, node);
