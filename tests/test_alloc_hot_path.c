@@ -311,7 +311,9 @@ static int graph_window(void) {
   int alloc_ok = allocs == 0;
   printf("%-28s %10lu %14lu %16.3f %8s\n", "graph launch (counted)", ops, allocs,
          ops ? (double)allocs * 1000.0 / (double)ops : 0.0, alloc_ok ? "PASS" : "FAIL");
-  printf("(replayed ops, the 8 shapes above captured once; limit: 0 allocations)\n\n");
+  printf(
+      "(replayed ops, the 8 shapes above captured once: ops 3-4 and 5-6 run as two chains,\n"
+      " each one op back to back; limit: 0 allocations)\n\n");
   if (ordo_graph_destroy(g) != ORDO_OK) ok = 0;
   return ok && alloc_ok;
 }

@@ -787,9 +787,17 @@ ORDO_API ordo_status ordo_wait_for_var_async(ordo_engine* e, ordo_var v, ordo_wa
  * against other threads: like two threads' pushes, the ops of launches (of one graph or
  * several) made by two threads at once may interleave, each op ordered as one push. Ops may
  * defer (ordo_exec_defer) and are completed by ordo_complete as usual.
- * What a launch does today: every captured op's var handles are resolved (and its device
- * routed) once, at capture, and each launch pushes the ops through the engine's ordinary push
- * path without resolving them again (docs/ARCHITECTURE.md §10).
+ * What a launch does: every captured op's var handles are resolved (and its device routed)
+ * once, at capture, and each launch pushes the ops without resolving them again. Captured ops
+ * that can only run one after another on the same vars (a chain: each one's only dependent
+ * inside the graph has it as its only dependency, all with the same vars and access modes;
+ * plain CPU ops of one priority, not on the naive engine) run as one engine op, back to back on
+ * one worker, each still skipped, failed, traced and counted as its own push would be
+ * (docs/ARCHITECTURE.md §10). A launch holds a chain's vars from the chain's first op to its
+ * last, as the chain's own pushes would hand them from one op to the next; what differs: another
+ * thread's push on those vars is ordered before or after the whole chain, never between two of
+ * its ops (one of the orders its pushes allow), ordo_engine_dump lists a chain as one op, and
+ * the submission window (max_pending) counts it as one.
  */
 
 /** A captured graph of ops. Opaque: a handle, not a pointer to read. A destroyed or made-up

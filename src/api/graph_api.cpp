@@ -3,6 +3,7 @@
 // guarded(): no C++ exception crosses the C ABI.
 #include <memory>
 #include <mutex>
+#include <new>
 
 #include "api/engine_registry.h"
 #include "api/entry.h"
@@ -40,6 +41,19 @@ ordo_status no_capture(const char* api) {
               api);
 }
 
+// Plans what the graph's launches push (Graph::seal): its chains, found once.
+ordo_status seal(const char* api, Graph* graph) {
+  try {
+    graph->seal();
+  } catch (const std::bad_alloc&) {
+    return fail(ORDO_ERR_NO_MEMORY,
+                "%s: no memory to plan the graph's launches; its %zu recorded ops were dropped "
+                "(their free_fns ran)",
+                api, graph->size());
+  }
+  return ORDO_OK;
+}
+
 // Ends this thread's capture and gives its graph a handle. The capture is over whatever happens:
 // a graph that gets no handle is dropped (its free_fns run now).
 ordo_status finish_capture(const char* api, std::unique_ptr<Capture> c, ordo_graph** out) {
@@ -53,7 +67,8 @@ ordo_status finish_capture(const char* api, std::unique_ptr<Capture> c, ordo_gra
              "%s: the engine was destroyed while the capture was open; its %zu recorded ops were "
              "dropped (their free_fns ran)",
              api, graph->size());
-  } else if ((s = add_graph(graph.get(), pin, out)) == ORDO_OK) {
+  } else if ((s = seal(api, graph.get())) == ORDO_OK &&
+             (s = add_graph(graph.get(), pin, out)) == ORDO_OK) {
     graph.release();  // the table's slot holds the graph and the pin from here
     return ORDO_OK;
   }

@@ -75,11 +75,13 @@ enum class OpKind : uint8_t {
   kPrepared,    // a push of a prepared op (user_data/free_fn belong to the prepared op)
   kGraph,       // a caller's op replayed by a graph launch (src/graph/): a kUser with no free_fn,
                 // whose `internal` is an OpHook told when the op has finished
+  kChain,       // a graph launch's chain of the caller's ops run back to back: `internal` is a
+                // BulkChain (engine/bulk_chain.h)
   kWaitSignal,  // ordo_wait_for_var: its wait mark (var_slot.h), a read; wakes the waiter
   kClearError,  // ordo_var_clear_error: a writer that clears the var's error
   kDeleteVar,   // ordo_var_delete: a writer after which the var slot is reclaimed
   kAsyncWait,   // ordo_wait_for_var_async: a writer with no callback; then calls the caller's fn
-  kLastCallers = kGraph,
+  kLastCallers = kChain,
 };
 
 // What a kGraph op tells when it has finished (before waiters on its vars wake, where a free_fn
@@ -106,7 +108,7 @@ struct alignas(64) OpBlock {
   ordo_free_fn free_fn;
   WorkerGroup* group;  // nullptr: runs inline on the thread that makes it ready
   void* internal;      // Waiter* (kWaitSignal), AsyncWait* (kAsyncWait), PreparedOp* (kPrepared),
-                       // OpHook* (kGraph)
+                       // OpHook* (kGraph), BulkChain* (kChain)
   OpBlock* next;       // pool free list, ready chain, or a ready queue's overflow list
   std::atomic<int32_t> wait;  // var grants still missing
   int32_t priority;
@@ -141,6 +143,8 @@ struct alignas(64) OpBlock {
   std::atomic<int32_t> early_refs{0};
   ErrorRecord* early_failure = nullptr;
   EarlyWaits* early_waits = nullptr;
+  // A kChain op: the node running, or deferred (0 between uses: reset when the chain ends).
+  uint32_t chain_at = 0;
 
   // Points the inline link lines at this block (once, when the block is made).
   void bind_link_lines() {

@@ -89,6 +89,15 @@ class Engine final : public WorkerHost {
     if (s == ORDO_OK && spec.device_type != ORDO_DEVICE_CPU) runner_.early_pushed(refs, n);
     return s;
   }
+  // Pushes a chain op (spec.kind kChain, engine/bulk_chain.h) standing for `count` ops: counted
+  // in ordo_engine_stats as that many pushes, before it can complete.
+  ordo_status push_chain(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n,
+                         uint32_t count) {
+    counts_.count_bulk_pushed(count - 1);
+    const ordo_status s = push_.push_resolved(spec, group, refs, n);
+    if (s != ORDO_OK) counts_.count_bulk_pushed(-static_cast<int64_t>(count - 1));
+    return s;
+  }
   // A thread's capture of this engine's pushes begins or ends (engine/push_recorder.h).
   void capture_opened() { push_.capture_opened(); }
   void capture_closed() { push_.capture_closed(); }

@@ -8,6 +8,7 @@
 #include "base/prefetch.h"
 #include "core/exec_token.h"
 #include "core/handle_bits.h"
+#include "engine/bulk_chain.h"
 #include "engine/deferred_calls.h"
 #include "engine/thread_state.h"
 #include "engine/var_waits.h"
@@ -98,6 +99,9 @@ void OpRunner::execute(OpBlock* op, Worker* self) {
       return;
     case OpKind::kAsyncWait:
       run_async_wait(op, self);
+      return;
+    case OpKind::kChain:
+      run_chain(op, self);
       return;
     case OpKind::kUser:
     case OpKind::kPrepared:
@@ -275,6 +279,10 @@ __attribute__((always_inline)) inline ordo_status OpRunner::complete_as(uint32_t
   }
   if (code != 0) op->async_error = ErrorRecord::make(code, op->op_name(), message);
   if (op->finish_refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    if (op->kind == OpKind::kChain) {
+      chain_resumable(op);  // a worker goes on with the chain, never this thread
+      return ORDO_OK;
+    }
     this_thread::BusyScope busy(engine_);
     if (kUnwinding) {
       finalize_unwinding(op, op->async_error, current_worker());
@@ -443,6 +451,9 @@ void OpRunner::release_internal(OpBlock* op, ErrorRecord* failure, Worker* self)
   } else if (op->kind == OpKind::kGraph) {
     auto* hook = static_cast<OpHook*>(op->internal);
     hook->finished(hook);  // ordo's own code: it never unwinds
+  } else if (op->kind == OpKind::kChain) {
+    OpHook* hook = static_cast<const BulkChain*>(op->internal)->hook;
+    hook->finished(hook);
   }
 }
 
@@ -457,6 +468,13 @@ __attribute__((always_inline)) inline void OpRunner::dispatch(OpBlock* op, Worke
   } else if (!self || !g->hand_to_self(*self, op)) {
     g->enqueue(op, ring_hint);
   }
+}
+
+// Here, not in chain_runner.cpp: dispatch is inlined into this file only. The completing thread
+// may be anyone's (an I/O thread, another op's callback): the chain's next callbacks run on a
+// worker of the chain's group, as the ops after a completed op would.
+void OpRunner::chain_resumable(OpBlock* op) {
+  dispatch(op, nullptr, 0);
 }
 
 void OpRunner::run_inline(OpBlock* op) {
@@ -528,6 +546,12 @@ CompletionSite OpRunner::completion_site(Worker* self) const {
 }
 
 void OpRunner::trace_op(const OpBlock* op, Worker* self, uint64_t start_ns, TraceOutcome outcome) {
+  trace_named(op->has_name ? op->name : "", op, self, start_ns, outcome);
+}
+
+// One record on the op's device, under `name` (a chain's node has a name of its own).
+void OpRunner::trace_named(const char* name, const OpBlock* op, Worker* self, uint64_t start_ns,
+                           TraceOutcome outcome) {
   TraceRecord r;
   r.start_ns = start_ns;
   r.end_ns = tracer_->now_ns();
@@ -535,7 +559,7 @@ void OpRunner::trace_op(const OpBlock* op, Worker* self, uint64_t start_ns, Trac
   r.device_type = op->device_type;
   r.device_id = op->device_id;
   r.outcome = outcome;
-  copy_name(r.name, op->has_name ? op->name : "");
+  copy_name(r.name, name);
   if (!self) {
     tracer_->record_external(r);
   } else if (!self->trace) {

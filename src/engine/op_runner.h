@@ -25,6 +25,7 @@
 namespace ordo {
 
 class VarWaits;
+struct BulkNode;
 
 class OpRunner {
  public:
@@ -93,6 +94,20 @@ class OpRunner {
   // `failure` and `self`: finalize's, for a free_fn that ends the thread (free_fn_unwound).
   void release_user_data(OpBlock* op, ErrorRecord* failure, Worker* self);
   void release_internal(OpBlock* op, ErrorRecord* failure, Worker* self);
+  // A graph launch's chain op (engine/bulk_chain.h, chain_runner.cpp): runs its nodes from
+  // op->chain_at on, back to back, each under the dynamic path's skip and error rules; stops
+  // where a node defers, and goes on once that node is complete (chain_resumable).
+  void run_chain(OpBlock* op, Worker* self);
+  // Runs node `k` of the chain; false when it deferred and is not complete yet.
+  bool run_node(OpBlock* op, uint32_t k, Worker* self);
+  // What a node came to (nullptr: it ran and succeeded): counted, left on the vars it mutates.
+  void end_node(const BulkNode& node, ErrorRecord* failure);
+  // The deferred node of a chain op is complete: its next run picks the chain up after it.
+  void chain_resumable(OpBlock* op);
+  // A node's callback ended its thread (forced_unwind.cpp's op_unwound, for a chain).
+  void node_unwound(OpBlock* op, uint32_t k);
+  void trace_named(const char* name, const OpBlock* op, Worker* self, uint64_t start_ns,
+                   TraceOutcome outcome);
   // An ordo_wait_for_var_async's op has its turn (engine/async_wait.cpp).
   void run_async_wait(OpBlock* op, Worker* self);
   // Forced unwinds through caller code (engine/forced_unwind.cpp): a callback's thread ended

@@ -94,8 +94,10 @@ void PendingCounts::user_totals(int64_t* pushed, int64_t* completed) const {
   // Completions first: every op they count was pushed before, so pending is never negative.
   // A push rejected after its lane counted it is counted as completed too; neither shows it.
   const int64_t rejected = rejected_.load(std::memory_order_seq_cst);
-  int64_t done = completed_now() - internal_completed_.load(std::memory_order_seq_cst) - rejected;
-  int64_t in = pushed_now() - internal_pushed_.load(std::memory_order_seq_cst) - rejected;
+  int64_t done = completed_now() - internal_completed_.load(std::memory_order_seq_cst) - rejected +
+                 bulk_completed_.load(std::memory_order_seq_cst);
+  int64_t in = pushed_now() - internal_pushed_.load(std::memory_order_seq_cst) - rejected +
+               bulk_pushed_.load(std::memory_order_seq_cst);
   if (done < 0) done = 0;
   if (in < done) in = done;  // a snapshot taken while an internal op was in flight
   *pushed = in;

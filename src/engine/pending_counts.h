@@ -90,6 +90,11 @@ class PendingCounts {
   void count_internal_push() { internal_pushed_.fetch_add(1, std::memory_order_relaxed); }
   void uncount_internal_push() { internal_pushed_.fetch_sub(1, std::memory_order_relaxed); }
   void count_internal_completion() { internal_completed_.fetch_add(1, std::memory_order_relaxed); }
+  // A graph launch's chain op (engine/bulk_chain.h) is one push and one completion standing for
+  // `n` + 1 of the caller's ops: ordo_engine_stats counts the n others here (the window and the
+  // waits count the op as one).
+  void count_bulk_pushed(int64_t n) { bulk_pushed_.fetch_add(n, std::memory_order_seq_cst); }
+  void count_bulk_completed(int64_t n) { bulk_completed_.fetch_add(n, std::memory_order_seq_cst); }
   // A push refused after its lane counted it (a stale var): counted as completed to keep the
   // pending count right, and left out of the caller's numbers.
   void count_rejected() {
@@ -141,6 +146,8 @@ class PendingCounts {
   std::atomic<int64_t> internal_pushed_{0};
   std::atomic<int64_t> internal_completed_{0};
   std::atomic<int64_t> rejected_{0};
+  alignas(64) std::atomic<int64_t> bulk_pushed_{0};
+  std::atomic<int64_t> bulk_completed_{0};
 };
 
 }  // namespace ordo

@@ -74,6 +74,8 @@ const char* kind_text(OpKind k) {
       return "prepared op";
     case OpKind::kGraph:
       return "graph op";
+    case OpKind::kChain:
+      return "graph chain (ops run back to back)";
     case OpKind::kWaitSignal:
       return "ordo_wait_for_var's mark";
     case OpKind::kClearError:

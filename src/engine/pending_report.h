@@ -38,7 +38,8 @@ struct PendingOp {
   uint32_t vars_shown = 0;
 
   bool is_callers() const {
-    return kind == OpKind::kUser || kind == OpKind::kPrepared || kind == OpKind::kGraph;
+    return kind == OpKind::kUser || kind == OpKind::kPrepared || kind == OpKind::kGraph ||
+           kind == OpKind::kChain;
   }
   bool touches(const VarSlot* v) const;
 };

@@ -7,6 +7,7 @@
 #include "base/last_error.h"
 #include "base/spin_lock.h"
 #include "core/op_block.h"
+#include "graph/chain_plan.h"
 
 namespace ordo {
 
@@ -72,39 +73,135 @@ ordo_status Graph::add(const OpSpec& spec, WorkerGroup* group, const VarRef* ref
   return ORDO_OK;
 }
 
+void Graph::add_chain(const std::vector<uint32_t>& members) {
+  ChainVars vars;
+  vars.first_ref = static_cast<uint32_t>(chain_refs_.size());
+  for (uint32_t k : members) {
+    const GraphNode& node = nodes_[k];
+    const VarRef* r = refs_.data() + node.first_ref;
+    bulk_nodes_.push_back({node.fn, node.user_data, name_of(node), r, node.num_refs});
+    chain_refs_.insert(chain_refs_.end(), r, r + node.num_refs);
+  }
+  // One access per var, sorted by slot as VarRefs leaves a push's: mutable if any node mutates.
+  auto first = chain_refs_.begin() + vars.first_ref;
+  std::sort(first, chain_refs_.end(), [](const VarRef& a, const VarRef& b) {
+    return a.slot < b.slot || (a.slot == b.slot && a.access > b.access);
+  });
+  auto last = std::unique(first, chain_refs_.end(),
+                          [](const VarRef& a, const VarRef& b) { return a.slot == b.slot; });
+  chain_refs_.erase(last, chain_refs_.end());
+  vars.num_refs = static_cast<uint32_t>(chain_refs_.end() - first);
+  chain_vars_.push_back(vars);
+  chains_.push_back({&hook_, nullptr, static_cast<uint32_t>(members.size())});
+}
+
+void Graph::seal() {
+  const std::vector<std::vector<uint32_t>> chains = find_chains(nodes_, refs_);
+  std::vector<uint32_t> chain_of(nodes_.size(), kNoChain);  // chains' first nodes only
+  std::vector<bool> in_chain(nodes_.size(), false);
+  for (uint32_t c = 0; c < chains.size(); ++c) {
+    chain_of[chains[c].front()] = c;
+    for (uint32_t k : chains[c]) in_chain[k] = true;
+    add_chain(chains[c]);
+  }
+  // The nodes are all in place: the chains can point at theirs.
+  const BulkNode* at = bulk_nodes_.data();
+  for (BulkChain& c : chains_) {
+    c.nodes = at;
+    at += c.count;
+  }
+  for (uint32_t i = 0; i < nodes_.size(); ++i) {
+    if (chain_of[i] != kNoChain || !in_chain[i]) steps_.push_back({i, chain_of[i]});
+  }
+  if (chains_.empty()) return;
+  vars_ = refs_;  // each (var, generation) once
+  auto before = [](const VarRef& a, const VarRef& b) {
+    return a.slot < b.slot || (a.slot == b.slot && a.gen < b.gen);
+  };
+  auto same = [](const VarRef& a, const VarRef& b) { return a.slot == b.slot && a.gen == b.gen; };
+  std::sort(vars_.begin(), vars_.end(), before);
+  vars_.erase(std::unique(vars_.begin(), vars_.end(), same), vars_.end());
+}
+
+bool Graph::vars_live() const {
+  for (const VarRef& r : vars_) {
+    SpinGuard g(r.slot->push_lock);
+    if (!r.slot->named_by(r.gen)) return false;
+  }
+  return true;
+}
+
+inline ordo_status Graph::push_node(const GraphNode& node) {
+  OpSpec spec;
+  spec.fn = node.fn;
+  spec.user_data = node.user_data;
+  spec.kind = OpKind::kGraph;
+  spec.internal = &hook_;
+  spec.priority = node.priority;
+  spec.prop = node.prop;
+  spec.device_type = node.device_type;
+  spec.device_id = node.device_id;
+  spec.name = name_of(node);
+  return engine_->push_resolved(spec, node.group, refs_.data() + node.first_ref, node.num_refs);
+}
+
+// One op for the whole chain, placed as its first node (every node has the same placement).
+ordo_status Graph::push_chain(const Step& step) {
+  const GraphNode& head = nodes_[step.node];
+  const BulkChain& chain = chains_[step.chain];
+  const ChainVars& vars = chain_vars_[step.chain];
+  OpSpec spec;
+  spec.fn = head.fn;  // what diagnostics show: the chain's first op
+  spec.user_data = head.user_data;
+  spec.kind = OpKind::kChain;
+  spec.internal = &chains_[step.chain];
+  spec.priority = head.priority;
+  spec.name = name_of(head);
+  return engine_->push_chain(spec, head.group, chain_refs_.data() + vars.first_ref, vars.num_refs,
+                             chain.count);
+}
+
 ordo_status Graph::launch(const char* api) {
+  // A var deleted since the capture stops a launch at that var's first use, with the ops before
+  // it pushed. A chain runs ops of later captured pushes at its first node's place, so a graph
+  // with chains looks first, and with a var gone replays op by op, which stops where it must.
+  if (chains_.empty() || !vars_live()) return replay(api);
+  const size_t n = steps_.size();
+  // Counted for the whole launch at once, one per engine op: one atomic per launch here, one
+  // per engine op in op_finished.
+  in_flight_.add_ops(static_cast<int64_t>(n));
+  size_t pushed = 0;  // the captured ops pushed so far
+  for (size_t i = 0; i < n; ++i) {
+    const Step& step = steps_[i];
+    const ordo_status s = step.chain == kNoChain ? push_node(nodes_[step.node]) : push_chain(step);
+    if (__builtin_expect(s != ORDO_OK, 0)) {  // shutdown, memory, or a var deleted just now
+      in_flight_.done(static_cast<int64_t>(n - i));
+      return stopped(api, step.node, pushed, s);
+    }
+    pushed += step.chain == kNoChain ? 1 : chains_[step.chain].count;
+  }
+  return ORDO_OK;
+}
+
+ordo_status Graph::replay(const char* api) {
   const size_t n = nodes_.size();
-  // Counted for the whole launch at once: one atomic per launch here, one per op in op_finished.
   in_flight_.add_ops(static_cast<int64_t>(n));
   for (size_t i = 0; i < n; ++i) {
-    GraphNode& node = nodes_[i];
-    OpSpec spec;
-    spec.fn = node.fn;
-    spec.user_data = node.user_data;
-    spec.kind = OpKind::kGraph;
-    spec.internal = &hook_;
-    spec.priority = node.priority;
-    spec.prop = node.prop;
-    spec.device_type = node.device_type;
-    spec.device_id = node.device_id;
-    spec.name = name_of(node);
-    ordo_status s =
-        engine_->push_resolved(spec, node.group, refs_.data() + node.first_ref, node.num_refs);
-    if (__builtin_expect(s != ORDO_OK, 0)) {
+    if (ordo_status s = push_node(nodes_[i])) {
       in_flight_.done(static_cast<int64_t>(n - i));
-      return stopped(api, i, s);
+      return stopped(api, i, i, s);
     }
   }
   return ORDO_OK;
 }
 
-ordo_status Graph::stopped(const char* api, size_t index, ordo_status s) {
+ordo_status Graph::stopped(const char* api, size_t index, size_t pushed, ordo_status s) {
   std::string why = last_error();  // the push's own account (a stale var, shutdown, memory)
   const GraphNode& node = nodes_[index];
   return fail(s,
-              "%s: op %zu of %zu ('%s') could not be pushed: %s; the %zu ops before it were "
-              "pushed and run, the rest were not",
-              api, index, nodes_.size(), node.name ? name_of(node) : "", why.c_str(), index);
+              "%s: op %zu of %zu ('%s') could not be pushed: %s; the %zu ops pushed before it "
+              "were run, the rest were not",
+              api, index, nodes_.size(), node.name ? name_of(node) : "", why.c_str(), pushed);
 }
 
 void Graph::op_finished(OpHook* hook) {

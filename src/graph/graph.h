@@ -1,12 +1,15 @@
 // Graph: the ops one capture recorded (ordo_graph_begin_capture .. ordo_graph_end_capture), each
-// routed and resolved once, and replayed by ordo_graph_launch through the engine's ordinary push
-// path, in capture order. A launch is therefore exactly the dynamic pushes made again: the same
-// ordering, errors, skips, waits and stats (docs/ARCHITECTURE.md, section 10).
+// routed and resolved once, and pushed again by ordo_graph_launch, in capture order. A launch is
+// the dynamic pushes made again: the same ordering, errors, skips, waits and stats
+// (docs/ARCHITECTURE.md, section 10). A chain of ops that can only run one after another is
+// pushed as one op that runs them back to back (engine/bulk_chain.h, graph/chain_plan.h), under
+// the same per-op rules; every other op goes through the engine's ordinary push path.
 //
 // Each replayed op is the caller's callback and user data, pushed as OpKind::kGraph: instead of
 // a free_fn, the engine tells the graph's OpHook when it has finished, which counts the graph's
 // ops in flight down (InFlight), so that destroy can refuse a graph still running; the caller's
-// own free_fns run once, when the graph is destroyed. The worker never reads the graph's nodes.
+// own free_fns run once, when the graph is destroyed. The worker never reads the graph's nodes,
+// except a chain op's, which the graph keeps unchanged until it is destroyed.
 #pragma once
 
 #include <atomic>
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "core/var_refs.h"
+#include "engine/bulk_chain.h"
 #include "engine/engine.h"
 #include "engine/prepared.h"
 #include "graph/in_flight.h"
@@ -64,7 +68,12 @@ class Graph {
   // it, with nothing recorded.
   ordo_status add(const OpSpec& spec, WorkerGroup* group, const VarRef* refs, size_t n);
 
-  // Replays every node through the push path. The caller holds the graph (hold()) meanwhile.
+  // The capture has ended and the nodes are fixed: finds the chains a launch runs back to back
+  // (graph/chain_plan.h) and lays out what each launch pushes. Throws std::bad_alloc.
+  void seal();
+
+  // Replays every node through the push path: a chain as one op (engine/bulk_chain.h), any
+  // other node as its own push. The caller holds the graph (hold()) meanwhile.
   // A push refused half-way (a var deleted since the capture, shutdown) stops the launch: the
   // ops before it stay pushed, and the status and message say how far it got.
   ordo_status launch(const char* api);
@@ -86,7 +95,10 @@ class Graph {
   const char* name_of(const GraphNode& node) const {
     return node.name ? names_[node.name - 1].text : nullptr;
   }
-  ordo_status stopped(const char* api, size_t index, ordo_status s);
+  ordo_status stopped(const char* api, size_t index, size_t pushed, ordo_status s);
+  // Inlined: a call per replayed op cost the replay path ~12 instructions per op (callgrind).
+  [[gnu::always_inline]] inline ordo_status push_node(const GraphNode& node);
+  void add_chain(const std::vector<uint32_t>& members);
 
   Engine* const engine_;
   std::vector<GraphNode> nodes_;  // fixed once the capture ends
@@ -98,6 +110,29 @@ class Graph {
   std::vector<GraphOwned> owned_;  // capture order
   Hook hook_;
   InFlight in_flight_;
+  // What a launch pushes, in order (seal()): a node of its own, or a chain at its first node.
+  static constexpr uint32_t kNoChain = UINT32_MAX;
+  struct Step {
+    uint32_t node;   // the node, or the chain's first node
+    uint32_t chain;  // index in chains_, or kNoChain
+  };
+  std::vector<Step> steps_;
+  // Per chain: what the engine runs (nodes point into bulk_nodes_), and its op's vars: the union
+  // of its nodes' (mutable where any node mutates), chain_refs_[first_ref .. + num_refs).
+  struct ChainVars {
+    uint32_t first_ref;
+    uint32_t num_refs;
+  };
+  std::vector<BulkChain> chains_;
+  std::vector<ChainVars> chain_vars_;
+  std::vector<BulkNode> bulk_nodes_;
+  std::vector<VarRef> chain_refs_;
+  ordo_status push_chain(const Step& step);
+  // Every (var, generation) the graph uses, when it has chains (seal()), and whether each still
+  // names its var. A launch whose var was deleted since the capture replays node by node.
+  std::vector<VarRef> vars_;
+  bool vars_live() const;
+  ordo_status replay(const char* api);
 };
 
 }  // namespace ordo
