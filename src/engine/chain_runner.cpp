@@ -11,6 +11,7 @@
 #include "core/handle_bits.h"
 #include "core/var_slot.h"
 #include "engine/bulk_chain.h"
+#include "engine/call_callback.h"
 #include "engine/op_runner.h"
 #include "engine/thread_state.h"
 
@@ -30,28 +31,11 @@ ErrorRecord* first_error_of(const BulkNode& node) {
   return nullptr;
 }
 
-// call_user (op_runner.cpp) for one node: its own exec token (ordo_exec_defer defers the chain
-// op at this node), its own callback, its own name on a failure.
+// One node's callback, under the chain op's block (ordo_exec_defer defers the chain op at this
+// node), with the node's own exec token and, on a failure, its own name. A forced unwind passes
+// through: run_node finishes the node (node_unwound).
 ErrorRecord* call_node(OpBlock* op, const BulkNode& node) {
-  using this_thread::running;
-  const this_thread::RunningCallback outer = running;
-  const uint64_t token = next_exec_token(this_thread::exec_tokens);
-  running = {op, token};
-  int32_t code = 0;
-  bool threw = false;
-  try {
-    code = node.fn(exec_of_token(token), node.user_data);
-  } catch (...) {
-    if (foreign_exception_in_flight()) {
-      running = outer;
-      throw;  // the thread is ending: run_node finishes the node (node_unwound)
-    }
-    threw = true;
-  }
-  running = outer;
-  if (op->deferred) return nullptr;
-  if (threw) return ErrorRecord::make(ORDO_ERR_OP_FAILED, name_of(node), "the callback threw");
-  return code == 0 ? nullptr : ErrorRecord::make(code, name_of(node), nullptr);
+  return call_callback(op, node.fn, node.user_data, [&node] { return name_of(node); });
 }
 
 // A deferred node is complete: its completion handle is used up. A new generation makes it

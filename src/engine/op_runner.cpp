@@ -9,6 +9,7 @@
 #include "core/exec_token.h"
 #include "core/handle_bits.h"
 #include "engine/bulk_chain.h"
+#include "engine/call_callback.h"
 #include "engine/deferred_calls.h"
 #include "engine/thread_state.h"
 #include "engine/var_waits.h"
@@ -28,30 +29,9 @@ struct InlineQueue {
 };
 ORDO_HOT_TLS InlineQueue* tls_inline = nullptr;
 
-// Runs the user's callback; returns the failure it caused (nullptr when it succeeded or
-// deferred). Always inlined: with two instances of run_user_op (traced and not) the compiler
-// would otherwise make it a call, and the untraced op would pay for tracing existing (see
-// docs/PERFORMANCE.md, "Tracing off costs nothing").
+// A pushed op's callback (engine/call_callback.h), named as the op is.
 __attribute__((always_inline)) inline ErrorRecord* call_user(OpBlock* op) {
-  using this_thread::running;
-  const this_thread::RunningCallback outer = running;
-  const uint64_t token = next_exec_token(this_thread::exec_tokens);
-  running = {op, token};
-  int32_t code = 0;
-  bool threw = false;
-  try {
-    code = op->fn(exec_of_token(token), op->user_data);
-  } catch (...) {
-    if (foreign_exception_in_flight()) {
-      running = outer;
-      throw;  // the thread is ending (pthread_exit, cancellation): run_user_op finishes the op
-    }
-    threw = true;
-  }
-  running = outer;
-  if (op->deferred) return nullptr;
-  if (threw) return ErrorRecord::make(ORDO_ERR_OP_FAILED, op->op_name(), "the callback threw");
-  return code == 0 ? nullptr : ErrorRecord::make(code, op->op_name(), nullptr);
+  return call_callback(op, op->fn, op->user_data, [op] { return op->op_name(); });
 }
 
 // A small number for each thread that records into the callers' row (its row in the trace).
@@ -355,8 +335,9 @@ void OpRunner::finalize_gpu(OpBlock* op, ErrorRecord* failure, Worker* self) {
 // Publishes the op's outcome on each var, releases its grants, recycles it, and hands on
 // whatever became ready.
 template <bool kGpu>
-__attribute__((always_inline)) inline OpBlock* OpRunner::finalize_as(OpBlock* op, ErrorRecord* failure,
-                                                                 Worker* self) {
+__attribute__((always_inline)) inline OpBlock* OpRunner::finalize_as(OpBlock* op,
+                                                                     ErrorRecord* failure,
+                                                                     Worker* self) {
   if (failure) outcomes_.failed(failure);
   release_user_data(op, failure, self);  // before waiters can wake: they see user_data released
   OpBlock* ready = nullptr;
