@@ -19,10 +19,11 @@ from ._errors import (Error, InternalError, InvalidArgument, InvalidHandle, Inva
                       WouldDeadlock)
 from ._lib import ffi, lib, library_path
 from ._engine import Completion, Engine, Stats, Var
+from ._graph import Capture, Graph
 from . import _engine
 
 __all__ = [
-    "Engine", "Var", "Completion", "Stats",
+    "Engine", "Var", "Completion", "Stats", "Graph", "Capture",
     "Error", "OpFailed", "Timeout", "InvalidHandle", "InvalidArgument", "NoDevice", "Shutdown",
     "NoMemory", "InvalidState", "WouldDeadlock", "Unsupported", "InternalError",
     "version", "library_path", "exit_timeout",

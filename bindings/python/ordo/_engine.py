@@ -27,11 +27,15 @@ import time
 import traceback
 import weakref
 from dataclasses import dataclass
-from typing import (Any, Callable, Iterable, Literal, NamedTuple, Optional, Union, overload)
+from typing import (TYPE_CHECKING, Any, Callable, Iterable, Literal, NamedTuple, Optional, Union,
+                    overload)
 
 from ._errors import (Error, InvalidArgument, InvalidHandle, OpFailed, WouldDeadlock, check,
                       error_for, last_error_message)
 from ._lib import ffi, has, lib
+
+if TYPE_CHECKING:
+    from ._graph import Capture
 
 __all__ = ["Engine", "Var", "Completion", "Stats", "exit_timeout"]
 
@@ -555,6 +559,16 @@ class Engine:
         if st != OK:
             _ops.pop(key, None)  # nothing was pushed, free_fn will not run
             raise error_for(st)
+
+    # -- capture and replay -------------------------------------------------------------------
+
+    def capture(self) -> "Capture":
+        """``with engine.capture() as cap:`` records this thread's pushes to this engine instead
+        of running them; after the block, ``cap.graph.launch()`` pushes them again (see
+        ``ordo.Graph``). Raises InvalidState when this thread already captures, or from inside
+        an op."""
+        from ._graph import Capture
+        return Capture(self)
 
     # -- waits --------------------------------------------------------------------------------
 
