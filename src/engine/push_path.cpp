@@ -145,7 +145,7 @@ ordo_status PushPath::push_resolved(const OpSpec& spec, WorkerGroup* group, VarR
   return ORDO_OK;
 }
 
-// Out of line: the thread-local is read only on the shared-lane branch.
+// Out of line: the thread-local is read only while the gate word is set (a capture open).
 PushRecorder* PushPath::recording() const {
   return recorder_for(host_);
 }
