@@ -962,3 +962,68 @@ Test(ordering, negative_priority_waits_for_priority_zero_ops_in_other_deques) {
                g_prio.order[0], g_prio.order[1], g_prio.order[2], g_prio.order[3]);
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
 }
+
+/* ------------------------------------------------------------------------------------------- */
+/* A reader never waits for another reader. W, then R1 (defers: it stays active until the test  */
+/* completes it), then R2, all on one var: R2 must run while R1 is still deferred. When R2       */
+/* arrived just as W's completion granted R1 (between the granting thread's look at the var's    */
+/* queue and its CAS), R2 was left queued behind R1, and a caller completing R1 only after R2     */
+/* had run waited forever (found by fuzz_graph_replay, fuzz/README.md finding 6).                 */
+/* ------------------------------------------------------------------------------------------- */
+
+typedef struct defer_slot {
+  atomic_int called;
+  ordo_completion c;
+} defer_slot;
+
+static int32_t defer_into(ordo_exec* x, void* ud) {
+  defer_slot* s = ud;
+  ordo_completion c = 0;
+  if (ordo_exec_defer(x, &c) != ORDO_OK) return 1;
+  s->c = c;
+  atomic_store_explicit(&s->called, 1, memory_order_release);
+  return 0;
+}
+
+static int32_t spin_then_count(ordo_exec* x, void* ud) {
+  (void)x;
+  atomic_int* n = ud;
+  for (volatile int i = 0, k = rand() % 200; i < k; i = i + 1) {
+  }
+  atomic_fetch_add(n, 1);
+  return 0;
+}
+
+static void reader_beside_deferred_reader(int32_t kind, int rounds) {
+  ordo_engine* e = make_engine(kind);
+  ordo_var v = new_var(e);
+  atomic_int w_ran, r2_ran;
+  atomic_init(&w_ran, 0);
+  atomic_init(&r2_ran, 0);
+  for (int round = 0; round < rounds; ++round) {
+    defer_slot r1;
+    atomic_init(&r1.called, 0);
+    r1.c = 0;
+    ST(ordo_opr_push(e, spin_then_count, &w_ran, NULL, 0, &v, 1, NULL), ORDO_OK);
+    ST(ordo_opr_push(e, defer_into, &r1, &v, 1, NULL, 0, NULL), ORDO_OK);
+    for (volatile int i = 0, k = rand() % 200; i < k; i = i + 1) {
+    }
+    ST(ordo_opr_push(e, spin_then_count, &r2_ran, &v, 1, NULL, 0, NULL), ORDO_OK);
+    cr_assert(tu_wait_eq(&r2_ran, round + 1, 5000),
+              "%s, round %d: a reader waited for a deferred reader before it", tu_kind_name(kind),
+              round);
+    cr_assert(tu_wait_eq(&r1.called, 1, 5000), "%s: the deferred reader never ran",
+              tu_kind_name(kind));
+    ST(ordo_complete(r1.c, 0, NULL), ORDO_OK);
+  }
+  ST(ordo_wait_for_all(e), ORDO_OK);
+  destroy_engine(e);
+}
+
+Test(ordering, a_reader_arriving_as_readers_are_granted_joins_them, .timeout = 120.0) {
+  /* The naive engine runs each op inside its push: no grant races a push there. */
+  reader_beside_deferred_reader(ORDO_ENGINE_NAIVE, 100);
+  for (size_t i = 0; i < sizeof tu_threaded_kinds / sizeof tu_threaded_kinds[0]; ++i) {
+    reader_beside_deferred_reader(tu_threaded_kinds[i], 20000);
+  }
+}

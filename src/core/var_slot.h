@@ -444,7 +444,7 @@ struct alignas(64) VarSlot {
     uint64_t k = 0;
     int64_t older_than_mark = -1;  // a wait mark among them: the readers granted before it
     uintptr_t older_epoch = 0;     // and their epoch
-    uint64_t w;
+    uint64_t splitting = 0;        // the split's word bits, once its count is added
     for (;;) {
       while (fifo_head && !fifo_head->write() && k < kMaxReaders) {
         VarLink* l = pop();
@@ -460,37 +460,49 @@ struct alignas(64) VarSlot {
         granted_tail = l;
         ++k;
       }
-      w = word.load(std::memory_order_acquire);
-      // Readers of a younger inbox generation join the group when no write comes between: else
-      // a writer followed by a stream of readers would run them in waves (found by
-      // fuzz_var_queue). As in process(), only this processor empties the inbox.
-      VarLink* youngest = inbox(w);
-      if (fifo_head || !youngest || k >= kMaxReaders) break;
-      // Read before the CAS: once the inbox is empty, the next pusher rewrites inbox_oldest.
-      VarLink* oldest = inbox_oldest;
-      if (oldest->write()) break;
-      if (word.compare_exchange_weak(w, w & ~kInboxMask, std::memory_order_acq_rel,
-                                     std::memory_order_relaxed)) {
-        append_segment(oldest, youngest);
+      // Nothing was active before this group, so the readers older than a mark in it are
+      // exactly those granted before it here; none of them runs before settle_grants(), later.
+      if (__builtin_expect(older_than_mark >= 0 && splitting == 0, 0)) {
+        wait_mark_count.fetch_add(older_than_mark + 1, std::memory_order_acq_rel);
+        splitting = split(older_epoch);
       }
+      if (publish_group(holding_w, k, splitting)) return granted;
     }
-    // Nothing was active before this group, so the readers older than a mark in it are
-    // exactly those granted before it here; none of them runs before settle_grants(), later.
-    uint64_t splitting = 0;
-    if (__builtin_expect(older_than_mark >= 0, 0)) {
-      wait_mark_count.fetch_add(older_than_mark + 1, std::memory_order_acq_rel);
-      splitting = split(older_epoch);
-    }
+  }
+
+  // grant_readers()'s end: the group of k readers becomes the var's active accesses. Readers of
+  // a younger inbox generation join the group first when no write comes between: else a writer
+  // followed by a stream of readers would run them in waves (found by fuzz_var_queue), and a
+  // reader that arrived while the group was being granted would wait for the group's readers:
+  // if one of them defers, for as long as its caller takes to complete it, possibly never
+  // (found by fuzz_graph_replay). So the inbox is looked at again whenever the word's CAS
+  // fails. False: readers were taken from the inbox into the FIFO, to pop first. As in
+  // process(), only this processor empties the inbox.
+  bool publish_group(bool holding_w, uint64_t k, uint64_t splitting) {
+    uint64_t w = word.load(std::memory_order_acquire);
     for (;;) {
+      VarLink* youngest = inbox(w);
+      if (!fifo_head && youngest && k < kMaxReaders) {
+        // Read before the CAS: once the inbox is empty, the next pusher rewrites inbox_oldest.
+        VarLink* oldest = inbox_oldest;
+        if (!oldest->write()) {
+          if (word.compare_exchange_weak(w, w & ~kInboxMask, std::memory_order_acq_rel,
+                                         std::memory_order_acquire)) {
+            append_segment(oldest, youngest);
+            return false;
+          }
+          continue;
+        }
+      }
       uint64_t next;
-      if (!fifo_head && !inbox(w)) {
+      if (!fifo_head && !youngest) {
         next = kShared | (k << kCountShift);
       } else {
         next = (holding_w ? (w & ~kWriter) : w) + (k << kCountShift);
       }
       if (word.compare_exchange_weak(w, next | splitting, std::memory_order_acq_rel,
-                                     std::memory_order_relaxed)) {
-        return granted;
+                                     std::memory_order_acquire)) {
+        return true;
       }
     }
   }
