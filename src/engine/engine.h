@@ -82,12 +82,9 @@ class Engine final : public WorkerHost {
   // --- seams for capture and replay (src/graph/) ---
   // Pushes an op routed and resolved before (a capture's record, engine/push_recorder.h). A
   // var deleted since is INVALID_HANDLE here, under its lock, as for any push.
-  // A GPU op then looks, as PushPath::push_slow's do, whether the GPU ops it queued behind have
-  // recorded their events, to start at once (early release, engine/early_release.h).
+  // A GPU op may start at once (early release: PushPath::push_resolved_any_device).
   ordo_status push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n) {
-    const ordo_status s = push_.push_resolved(spec, group, refs, n);
-    if (s == ORDO_OK && spec.device_type != ORDO_DEVICE_CPU) runner_.early_pushed(refs, n);
-    return s;
+    return push_.push_resolved_any_device(spec, group, refs, n);
   }
   // Pushes a chain op (spec.kind kChain, engine/bulk_chain.h) standing for `count` ops: counted
   // in ordo_engine_stats as that many pushes, before it can complete.

@@ -91,11 +91,7 @@ ordo_status PreparedOps::push(ordo_opr opr, int32_t priority) {
   }
   ordo_status s;
   try {
-    s = push_.push_resolved(spec, p->group, copied ? copy : p->refs.data(), n);
-    // A GPU op may wait for GPU ops whose events are recorded: early release may start it now.
-    if (s == ORDO_OK && spec.device_type != ORDO_DEVICE_CPU) {
-      push_.early_pushed(copied ? copy : p->refs.data(), n);
-    }
+    s = push_.push_resolved_any_device(spec, p->group, copied ? copy : p->refs.data(), n);
   } catch (...) {
     // Only a forced unwind gets out of a push: the op ran inline (the naive engine, an
     // ORDO_PROP_ASYNC op) and its callback ended the thread. The op has been finished (its

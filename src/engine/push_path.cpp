@@ -67,11 +67,7 @@ ordo_status PushPath::push_slow(const OpSpec& spec, const ordo_var* const_vars, 
   if (ordo_status s = refs.collect(vars_, tag_, const_vars, num_const, mutable_vars, num_mutable)) {
     return s;
   }
-  const ordo_status s = push_resolved(spec, group, refs.data(), refs.size());
-  if (s == ORDO_OK && spec.device_type != ORDO_DEVICE_CPU) {
-    runner_.early_pushed(refs.data(), refs.size());
-  }
-  return s;
+  return push_resolved_any_device(spec, group, refs.data(), refs.size());
 }
 
 ordo_status PushPath::push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs,

@@ -92,8 +92,15 @@ class PushPath {
   __attribute__((noinline)) ordo_status push_slow(const OpSpec& spec, const ordo_var* const_vars,
                                                   size_t num_const, const ordo_var* mutable_vars,
                                                   size_t num_mutable);
-  // A prepared GPU op was pushed onto these vars: early release may start it at once.
-  void early_pushed(const VarRef* refs, size_t n) { runner_.early_pushed(refs, n); }
+  // push_resolved() for an op of any placement: a GPU op that waits may follow GPU ops whose
+  // events are recorded, so early release looks whether it can start at once (push_slow, the
+  // prepared ops' push and a graph launch's; the common CPU push never comes here).
+  ordo_status push_resolved_any_device(const OpSpec& spec, WorkerGroup* group, VarRef* refs,
+                                       size_t n) {
+    const ordo_status s = push_resolved(spec, group, refs, n);
+    if (s == ORDO_OK && spec.device_type != ORDO_DEVICE_CPU) runner_.early_pushed(refs, n);
+    return s;
+  }
   // An internal op on one var; `access`: VarLink::kWriteBit, or kMarkBit for a wait's mark.
   ordo_status push_internal(OpKind kind, ordo_var v, uintptr_t access, void* internal);
   // `refs` come from VarRefs::collect (merged, at most OpBlock::kMaxLinks; sorted by slot
