@@ -18,12 +18,12 @@ from ._errors import (Error, InternalError, InvalidArgument, InvalidHandle, Inva
                       NoDevice, NoMemory, OpFailed, Shutdown, Timeout, Unsupported,
                       WouldDeadlock)
 from ._lib import ffi, lib, library_path
-from ._engine import Completion, Engine, Stats, Var
+from ._engine import Completion, Config, Engine, Stats, Var
 from ._graph import Capture, Graph
 from . import _engine
 
 __all__ = [
-    "Engine", "Var", "Completion", "Stats", "Graph", "Capture",
+    "Engine", "Var", "Completion", "Stats", "Config", "Graph", "Capture",
     "Error", "OpFailed", "Timeout", "InvalidHandle", "InvalidArgument", "NoDevice", "Shutdown",
     "NoMemory", "InvalidState", "WouldDeadlock", "Unsupported", "InternalError",
     "version", "library_path", "exit_timeout",

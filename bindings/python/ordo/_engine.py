@@ -348,6 +348,20 @@ class Stats:
     ready: int
 
 
+@dataclass(frozen=True)
+class Config:
+    """An engine's effective configuration (``Engine.config()``): what it runs with after the
+    environment and the defaults. ``kind`` is "naive", "pooled" or "per_device";
+    ``gpu_stream_waits`` tells whether early release of GPU successors is on."""
+    kind: str
+    workers: int
+    max_pending: int
+    pushers_help: bool
+    trace_path: Optional[str]
+    gpu_compute_streams: int
+    gpu_stream_waits: bool
+
+
 _open_engines: dict[int, "Engine"] = {}  # id -> engine: open engines live until closed or exit
 _open_lock = threading.Lock()
 
@@ -370,12 +384,21 @@ class Engine:
     running, unused Completions are failed, and once the ops running Python code return the
     engine is destroyed (if they do not within exit_timeout, it is left to the OS, with a
     warning on stderr, so that exit never hangs).
+
+    Keyword-only settings (None: the environment's, else the library's default):
+    ``max_pending`` (the submission window), ``trace_path`` (a Chrome trace written at close),
+    ``gpu_compute_streams`` (compute streams per GPU, 1 to 64; env ORDO_GPU_STREAMS, default 4)
+    and ``gpu_stream_waits`` (True/False: early release of GPU successors through stream waits;
+    env ORDO_GPU_STREAM_WAITS, default on). The GPU settings are checked without a GPU too,
+    and do nothing there. ``config()`` reports what the engine runs with.
     """
 
     def __init__(self, workers: Optional[int] = None,
                  kind: Union[None, str, int] = None, *,
                  max_pending: Optional[int] = None,
-                 trace_path: Union[None, str, "os.PathLike[str]"] = None) -> None:
+                 trace_path: Union[None, str, "os.PathLike[str]"] = None,
+                 gpu_compute_streams: Optional[int] = None,
+                 gpu_stream_waits: Optional[bool] = None) -> None:
         self._ptr: Any = ffi.NULL
         self._closed = True
         self._abandoned = False
@@ -405,6 +428,16 @@ class Engine:
         if trace_path is not None:
             path_buf = ffi.new("char[]", os.fsencode(trace_path))
             cfg.trace_path = path_buf
+        if gpu_compute_streams is not None:
+            n = int(gpu_compute_streams)
+            # 0 would mean "the environment's" to the library: refuse it here, as the rest
+            # of the range is refused there (its message names the field)
+            cfg.gpu_compute_streams = n if n != 0 and -2**31 <= n < 2**31 else -1
+        if gpu_stream_waits is not None:
+            if not isinstance(gpu_stream_waits, bool):
+                raise InvalidArgument("ordo: gpu_stream_waits must be True or False, not "
+                                      f"{gpu_stream_waits!r}", lib.ORDO_ERR_INVALID_ARGUMENT)
+            cfg.gpu_stream_waits = 1 if gpu_stream_waits else -1
         out = ffi.new("ordo_engine**")
         check(lib.ordo_engine_create(cfg, out))
         self._ptr = out[0]
@@ -664,6 +697,19 @@ class Engine:
         check(lib.ordo_engine_stats(self._ptr, s))
         return Stats(int(s.workers), int(s.pushed), int(s.completed), int(s.failed),
                      int(s.skipped), int(s.pending), int(s.ready))
+
+    def config(self) -> Config:
+        """The configuration the engine runs with (after the environment and the defaults);
+        works after close()."""
+        c = ffi.new("ordo_engine_config*")
+        lib.ordo_engine_config_init_sized(c, ffi.sizeof("ordo_engine_config"))
+        check(lib.ordo_engine_get_config(self._ptr, c))
+        kinds = {v: k for k, v in _KINDS.items() if k not in (None, "default")}
+        trace = ffi.string(c.trace_path).decode("utf-8", "surrogateescape") \
+            if c.trace_path != ffi.NULL else None
+        return Config(kinds.get(int(c.kind), str(int(c.kind))), int(c.cpu_threads),
+                      int(c.max_pending), bool(c.flags & lib.ORDO_ENGINE_FLAG_PUSHERS_HELP),
+                      trace, int(c.gpu_compute_streams), int(c.gpu_stream_waits) == 1)
 
     # -- interpreter exit -------------------------------------------------------------------
 

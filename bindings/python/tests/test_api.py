@@ -324,3 +324,25 @@ def test_pushes_racing_a_close_run_or_raise_shutdown() -> None:
     assert s.pushed == s.completed == ran[0] and s.pending == 0
     with pytest.raises(ordo.Shutdown):
         v.delete()
+
+
+def test_config_reports_what_the_engine_runs_with() -> None:
+    with ordo.Engine(workers=3, kind="pooled", max_pending=100) as e:
+        c = e.config()
+        assert (c.kind, c.workers, c.max_pending) == ("pooled", 3, 100)
+        assert c.gpu_stream_waits is True  # the default: on
+        assert 1 <= c.gpu_compute_streams <= 64
+    assert e.config().workers == 3  # after close too
+
+
+def test_gpu_settings_round_trip_and_are_checked() -> None:
+    with ordo.Engine(workers=1, gpu_compute_streams=7, gpu_stream_waits=False) as e:
+        c = e.config()
+        assert (c.gpu_compute_streams, c.gpu_stream_waits) == (7, False)
+    with ordo.Engine(workers=1, gpu_compute_streams=64, gpu_stream_waits=True) as e:
+        assert (e.config().gpu_compute_streams, e.config().gpu_stream_waits) == (64, True)
+    for bad in (0, 65, -1, 2**40):
+        with pytest.raises(ordo.InvalidArgument, match="gpu_compute_streams"):
+            ordo.Engine(workers=1, gpu_compute_streams=bad)
+    with pytest.raises(ordo.InvalidArgument, match="gpu_stream_waits"):
+        ordo.Engine(workers=1, gpu_stream_waits=1)  # type: ignore[arg-type]
