@@ -65,8 +65,10 @@ const (
 )
 
 type engineConfig struct {
-	kind    Kind
-	workers int
+	kind              Kind
+	workers           int
+	gpuComputeStreams int
+	gpuStreamWaits    int32 // 0: env, else default (on); 1 on; -1 off
 }
 
 // An EngineOption configures NewEngine.
@@ -78,6 +80,26 @@ func WithKind(k Kind) EngineOption { return func(c *engineConfig) { c.kind = k }
 // WithWorkers sets the number of CPU worker threads (default: env ORDO_CPU_THREADS, else the
 // number of hardware threads, at least 2).
 func WithWorkers(n int) EngineOption { return func(c *engineConfig) { c.workers = n } }
+
+// WithGPUComputeStreams sets the number of compute streams per GPU, 1 to 64 (default: env
+// ORDO_GPU_STREAMS, else 4; 0 means that default). Other values make NewEngine fail with
+// ErrInvalidArgument. Unused without a GPU.
+func WithGPUComputeStreams(n int) EngineOption {
+	return func(c *engineConfig) { c.gpuComputeStreams = n }
+}
+
+// WithGPUStreamWaits turns the early release of GPU successors on or off (default: env
+// ORDO_GPU_STREAM_WAITS, else on): when on, a GPU op that depends only on GPU ops of the same
+// GPU starts once their work is enqueued, its stream waiting for theirs on the device, instead
+// of once their work has finished (ordo.h, gpu_stream_waits).
+func WithGPUStreamWaits(on bool) EngineOption {
+	return func(c *engineConfig) {
+		c.gpuStreamWaits = -1
+		if on {
+			c.gpuStreamWaits = 1
+		}
+	}
+}
 
 // Engine owns worker threads and runs ops. Create it with NewEngine and Close it when done.
 type Engine struct {
@@ -93,7 +115,12 @@ func NewEngine(opts ...EngineOption) (*Engine, error) {
 	if cfg.workers < 0 || cfg.workers > math.MaxInt32 {
 		return nil, &Error{Code: StatusInvalidArgument, Message: "NewEngine: negative worker count"}
 	}
-	r := C.ordo_go_engine_create(C.int32_t(cfg.kind), C.int32_t(cfg.workers))
+	if cfg.gpuComputeStreams < math.MinInt32 || cfg.gpuComputeStreams > math.MaxInt32 {
+		return nil, &Error{Code: StatusInvalidArgument,
+			Message: "NewEngine: GPU compute stream count out of range"}
+	}
+	r := C.ordo_go_engine_create(C.int32_t(cfg.kind), C.int32_t(cfg.workers),
+		C.int32_t(cfg.gpuComputeStreams), C.int32_t(cfg.gpuStreamWaits))
 	if err := check(r); err != nil {
 		return nil, err
 	}
@@ -113,6 +140,37 @@ func (e *Engine) Close() error {
 	}
 	runtime.KeepAlive(e)
 	return err
+}
+
+// Config is an engine's effective configuration: what its options, the environment and the
+// defaults gave (ordo_engine_get_config).
+type Config struct {
+	Kind               Kind
+	Workers            int  // CPU worker threads
+	CPUPriorityThreads int  // KindPerDevice: workers for PropCPUPrioritized ops
+	CopyThreads        int  // KindPerDevice: workers per copy direction
+	MaxPending         int  // the submission window; -1: none
+	GPUComputeStreams  int  // compute streams per GPU
+	GPUStreamWaits     bool // early release of GPU successors
+}
+
+// Config reads the engine's effective configuration (also after Close).
+func (e *Engine) Config() (Config, error) {
+	var c C.ordo_engine_config
+	err := check(C.ordo_go_engine_config(C.uintptr_t(e.p), &c))
+	runtime.KeepAlive(e)
+	if err != nil {
+		return Config{}, err
+	}
+	return Config{
+		Kind:               Kind(c.kind),
+		Workers:            int(c.cpu_threads),
+		CPUPriorityThreads: int(c.cpu_priority_threads),
+		CopyThreads:        int(c.copy_threads),
+		MaxPending:         int(c.max_pending),
+		GPUComputeStreams:  int(c.gpu_compute_streams),
+		GPUStreamWaits:     c.gpu_stream_waits > 0,
+	}, nil
 }
 
 // finalize drops the engine's references once the Go object is unreachable, on a goroutine of

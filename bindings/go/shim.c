@@ -23,11 +23,14 @@ static ordo_go_ret result(ordo_status s) {
 
 static ordo_engine* engine(uintptr_t e) { return (ordo_engine*)e; }
 
-ordo_go_ret ordo_go_engine_create(int32_t kind, int32_t cpu_threads) {
+ordo_go_ret ordo_go_engine_create(int32_t kind, int32_t cpu_threads, int32_t gpu_compute_streams,
+                                  int32_t gpu_stream_waits) {
   ordo_engine_config cfg;
   ordo_engine_config_init_sized(&cfg, sizeof cfg);
   cfg.kind = kind;
   cfg.cpu_threads = cpu_threads;
+  cfg.gpu_compute_streams = gpu_compute_streams;
+  cfg.gpu_stream_waits = gpu_stream_waits;
   ordo_engine* e = NULL;
   ordo_go_ret r = result(ordo_engine_create(&cfg, &e));
   if (r.status == ORDO_OK) {
@@ -47,6 +50,11 @@ ordo_go_ret ordo_go_engine_create(int32_t kind, int32_t cpu_threads) {
 ordo_go_ret ordo_go_engine_destroy(uintptr_t e) { return result(ordo_engine_destroy(engine(e))); }
 
 void ordo_go_engine_release(uintptr_t e) { (void)ordo_engine_release(engine(e)); }
+
+ordo_go_ret ordo_go_engine_config(uintptr_t e, ordo_engine_config* out) {
+  ordo_engine_config_init_sized(out, sizeof *out);
+  return result(ordo_engine_get_config(engine(e), out));
+}
 
 ordo_go_ret ordo_go_var_new(uintptr_t e) {
   ordo_var v = 0;

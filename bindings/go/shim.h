@@ -20,7 +20,11 @@ typedef struct ordo_go_ret {
   char* msg;
 } ordo_go_ret;
 
-ordo_go_ret ordo_go_engine_create(int32_t kind, int32_t cpu_threads);
+/* The fields are ordo_engine_config's; 0 leaves one to the environment or the default. */
+ordo_go_ret ordo_go_engine_create(int32_t kind, int32_t cpu_threads, int32_t gpu_compute_streams,
+                                  int32_t gpu_stream_waits);
+/* The effective configuration (ordo_engine_get_config); trace_path is not for Go to keep. */
+ordo_go_ret ordo_go_engine_config(uintptr_t e, ordo_engine_config* out);
 ordo_go_ret ordo_go_engine_destroy(uintptr_t e);
 void ordo_go_engine_release(uintptr_t e);
 ordo_go_ret ordo_go_var_new(uintptr_t e);
