@@ -15,6 +15,9 @@
 //	e.Push(func(*ordo.Exec) error { x *= 10; return nil }, nil, []*ordo.Var{v})
 //	err := e.Wait(v) // x == 10
 //
+// Engine.Capture records a goroutine's pushes into a Graph, which Graph.Launch pushes again as
+// many times as wanted (ordo_graph_*).
+//
 // Every method is safe for concurrent use. Op functions run on engine threads (on the pushing
 // goroutine's thread for the naive engine); they may push further ops but must not wait on their
 // own engine (that returns ErrWouldDeadlock) and must not call runtime.Goexit (t.FailNow).
@@ -32,7 +35,6 @@ import (
 	"errors"
 	"math"
 	"runtime"
-	"runtime/cgo"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -207,8 +209,10 @@ func (v *Var) finalize() { _ = check(C.ordo_go_var_delete(C.uintptr_t(v.e.p), v.
 // Delete deletes v, ordered like a write: after every op pushed before it that uses v. From
 // then on every use of v returns ErrInvalidHandle.
 func (v *Var) Delete() error {
-	runtime.SetFinalizer(v, nil)
 	err := check(C.ordo_go_var_delete(C.uintptr_t(v.e.p), v.h))
+	if err == nil {
+		runtime.SetFinalizer(v, nil)
+	}
 	runtime.KeepAlive(v)
 	return err
 }
@@ -258,10 +262,11 @@ func WithProp(p Prop) PushOption { return func(c *pushConfig) { c.prop = p } }
 
 // Push hands fn to the engine as an op that reads the vars in reads and writes those in writes.
 // It returns at once (except for the naive engine and ready PropAsync ops, which run fn before
-// Push returns). fn runs once, on an engine thread, after every op pushed before it that
-// shares a var with it where either writes it. Returning a non-nil error (or panicking) fails the
-// op: see OpError. fn may call Exec.Defer to complete the op later, from any goroutine. If a var
-// the op uses is in an error state when its turn comes, fn is not called (the op is skipped).
+// Push returns). fn runs once (a push that Engine.Capture records: once per Graph.Launch), on
+// an engine thread, after every op pushed before it that shares a var with it where either
+// writes it. Returning a non-nil error (or panicking) fails the op: see OpError. fn may call
+// Exec.Defer to complete the op later, from any goroutine. If a var the op uses is in an error
+// state when its turn comes, fn is not called (the op is skipped).
 func (e *Engine) Push(fn func(*Exec) error, reads, writes []*Var, opts ...PushOption) error {
 	if fn == nil {
 		return &Error{Code: StatusInvalidArgument, Message: "Push: nil function"}
@@ -283,7 +288,6 @@ func (e *Engine) Push(fn func(*Exec) error, reads, writes []*Var, opts ...PushOp
 		}
 		ids[len(reads)+i] = v.h
 	}
-	x := &Exec{fn: fn}
 	var rp, wp *C.ordo_var
 	if len(reads) > 0 {
 		rp = &ids[0]
@@ -295,14 +299,14 @@ func (e *Engine) Push(fn func(*Exec) error, reads, writes []*Var, opts ...PushOp
 	if cfg.name != nil {
 		name = (*C.char)(unsafe.Pointer(&cfg.name[0]))
 	}
-	h := cgo.NewHandle(x)
+	h := newOpHandle(fn)
 	r := C.ordo_go_push(C.uintptr_t(e.p), C.uintptr_t(h), rp, C.size_t(len(reads)), wp,
 		C.size_t(len(writes)), C.int32_t(cfg.priority), C.int32_t(cfg.prop), name)
 	runtime.KeepAlive(e)
 	runtime.KeepAlive(reads)
 	runtime.KeepAlive(writes)
 	if err := check(r); err != nil {
-		h.Delete() // nothing was pushed: the closure stays ours
+		deleteOpHandle(h) // nothing was pushed: the closure stays ours
 		return err
 	}
 	return nil
