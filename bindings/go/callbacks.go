@@ -10,15 +10,35 @@ import "C"
 import (
 	"fmt"
 	"runtime/cgo"
+	"sync/atomic"
 	"unsafe"
 )
 
-//export goOrdoRun
-func goOrdoRun(handle C.uintptr_t, exec C.uintptr_t) C.int32_t {
-	h := cgo.Handle(handle)
-	x := h.Value().(*Exec)
+// liveOps counts the op functions held by cgo.Handles: pushed (or captured) and not yet let go.
+var liveOps int64
+
+func newOpHandle(fn func(*Exec) error) cgo.Handle {
+	atomic.AddInt64(&liveOps, 1)
+	return cgo.NewHandle(fn)
+}
+
+func deleteOpHandle(h cgo.Handle) {
 	h.Delete()
-	x.exec = uintptr(exec)
+	atomic.AddInt64(&liveOps, -1)
+}
+
+// goOrdoRun runs the op function behind handle. A one-shot op (keep == 0) runs once and lets its
+// handle go here; a kept one (captured: it runs once per launch, maybe on several threads at
+// once) keeps it until goOrdoFree. Each run gets an Exec of its own.
+//
+//export goOrdoRun
+func goOrdoRun(handle C.uintptr_t, exec C.uintptr_t, keep C.int32_t) C.int32_t {
+	h := cgo.Handle(handle)
+	fn := h.Value().(func(*Exec) error)
+	if keep == 0 {
+		deleteOpHandle(h)
+	}
+	x := &Exec{fn: fn, exec: uintptr(exec)}
 	err := x.call()
 	if x.deferred {
 		return 0 // the op completes through its Completion; fn's result is ignored, as in C
@@ -37,8 +57,10 @@ func goOrdoRun(handle C.uintptr_t, exec C.uintptr_t) C.int32_t {
 	return 0
 }
 
+// goOrdoFree lets go of a skipped op's function, or a kept op's once its graph is destroyed.
+//
 //export goOrdoFree
-func goOrdoFree(handle C.uintptr_t) { cgo.Handle(handle).Delete() }
+func goOrdoFree(handle C.uintptr_t) { deleteOpHandle(cgo.Handle(handle)) }
 
 //export goOrdoWaitDone
 func goOrdoWaitDone(handle C.uintptr_t, status C.ordo_status, code C.int32_t, msg *C.char) {

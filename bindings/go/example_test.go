@@ -45,3 +45,30 @@ func ExampleExec_Defer() {
 	fmt.Println(<-e.WaitAsync(v))
 	// Output: <nil>
 }
+
+// Capture records pushes once; each Launch pushes them again, ordered with other pushes
+// through the vars.
+func ExampleEngine_Capture() {
+	e, _ := ordo.NewEngine()
+	defer e.Close()
+	v, _ := e.NewVar()
+	x := 1
+	g, err := e.Capture(func() error { // this goroutine's pushes are recorded, not run
+		e.Push(func(*ordo.Exec) error { x *= 10; return nil }, nil, []*ordo.Var{v})
+		return e.Push(func(*ordo.Exec) error { x++; return nil }, nil, []*ordo.Var{v})
+	})
+	if err != nil {
+		panic(err)
+	}
+	for i := 0; i < 3; i++ {
+		g.Launch()
+		e.Push(func(*ordo.Exec) error { fmt.Println("x =", x); return nil }, []*ordo.Var{v}, nil)
+	}
+	e.Wait(v)
+	fmt.Println(g.Destroy()) // once its launched ops have finished
+	// Output:
+	// x = 11
+	// x = 111
+	// x = 1111
+	// <nil>
+}

@@ -15,6 +15,9 @@
 //	e.Push(func(*ordo.Exec) error { x *= 10; return nil }, nil, []*ordo.Var{v})
 //	err := e.Wait(v) // x == 10
 //
+// Engine.Capture records a goroutine's pushes into a Graph, which Graph.Launch pushes again as
+// many times as wanted (ordo_graph_*).
+//
 // Every method is safe for concurrent use. Op functions run on engine threads (on the pushing
 // goroutine's thread for the naive engine); they may push further ops but must not wait on their
 // own engine (that returns ErrWouldDeadlock) and must not call runtime.Goexit (t.FailNow).
@@ -32,7 +35,6 @@ import (
 	"errors"
 	"math"
 	"runtime"
-	"runtime/cgo"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -65,8 +67,10 @@ const (
 )
 
 type engineConfig struct {
-	kind    Kind
-	workers int
+	kind              Kind
+	workers           int
+	gpuComputeStreams int
+	gpuStreamWaits    int32 // 0: env, else default (on); 1 on; -1 off
 }
 
 // An EngineOption configures NewEngine.
@@ -78,6 +82,26 @@ func WithKind(k Kind) EngineOption { return func(c *engineConfig) { c.kind = k }
 // WithWorkers sets the number of CPU worker threads (default: env ORDO_CPU_THREADS, else the
 // number of hardware threads, at least 2).
 func WithWorkers(n int) EngineOption { return func(c *engineConfig) { c.workers = n } }
+
+// WithGPUComputeStreams sets the number of compute streams per GPU, 1 to 64 (default: env
+// ORDO_GPU_STREAMS, else 4; 0 means that default). Other values make NewEngine fail with
+// ErrInvalidArgument. Unused without a GPU.
+func WithGPUComputeStreams(n int) EngineOption {
+	return func(c *engineConfig) { c.gpuComputeStreams = n }
+}
+
+// WithGPUStreamWaits turns the early release of GPU successors on or off (default: env
+// ORDO_GPU_STREAM_WAITS, else on): when on, a GPU op that depends only on GPU ops of the same
+// GPU starts once their work is enqueued, its stream waiting for theirs on the device, instead
+// of once their work has finished (ordo.h, gpu_stream_waits).
+func WithGPUStreamWaits(on bool) EngineOption {
+	return func(c *engineConfig) {
+		c.gpuStreamWaits = -1
+		if on {
+			c.gpuStreamWaits = 1
+		}
+	}
+}
 
 // Engine owns worker threads and runs ops. Create it with NewEngine and Close it when done.
 type Engine struct {
@@ -93,7 +117,12 @@ func NewEngine(opts ...EngineOption) (*Engine, error) {
 	if cfg.workers < 0 || cfg.workers > math.MaxInt32 {
 		return nil, &Error{Code: StatusInvalidArgument, Message: "NewEngine: negative worker count"}
 	}
-	r := C.ordo_go_engine_create(C.int32_t(cfg.kind), C.int32_t(cfg.workers))
+	if cfg.gpuComputeStreams < math.MinInt32 || cfg.gpuComputeStreams > math.MaxInt32 {
+		return nil, &Error{Code: StatusInvalidArgument,
+			Message: "NewEngine: GPU compute stream count out of range"}
+	}
+	r := C.ordo_go_engine_create(C.int32_t(cfg.kind), C.int32_t(cfg.workers),
+		C.int32_t(cfg.gpuComputeStreams), C.int32_t(cfg.gpuStreamWaits))
 	if err := check(r); err != nil {
 		return nil, err
 	}
@@ -113,6 +142,37 @@ func (e *Engine) Close() error {
 	}
 	runtime.KeepAlive(e)
 	return err
+}
+
+// Config is an engine's effective configuration: what its options, the environment and the
+// defaults gave (ordo_engine_get_config).
+type Config struct {
+	Kind               Kind
+	Workers            int  // CPU worker threads
+	CPUPriorityThreads int  // KindPerDevice: workers for PropCPUPrioritized ops
+	CopyThreads        int  // KindPerDevice: workers per copy direction
+	MaxPending         int  // the submission window; -1: none
+	GPUComputeStreams  int  // compute streams per GPU
+	GPUStreamWaits     bool // early release of GPU successors
+}
+
+// Config reads the engine's effective configuration (also after Close).
+func (e *Engine) Config() (Config, error) {
+	var c C.ordo_engine_config
+	err := check(C.ordo_go_engine_config(C.uintptr_t(e.p), &c))
+	runtime.KeepAlive(e)
+	if err != nil {
+		return Config{}, err
+	}
+	return Config{
+		Kind:               Kind(c.kind),
+		Workers:            int(c.cpu_threads),
+		CPUPriorityThreads: int(c.cpu_priority_threads),
+		CopyThreads:        int(c.copy_threads),
+		MaxPending:         int(c.max_pending),
+		GPUComputeStreams:  int(c.gpu_compute_streams),
+		GPUStreamWaits:     c.gpu_stream_waits > 0,
+	}, nil
 }
 
 // finalize drops the engine's references once the Go object is unreachable, on a goroutine of
@@ -149,8 +209,10 @@ func (v *Var) finalize() { _ = check(C.ordo_go_var_delete(C.uintptr_t(v.e.p), v.
 // Delete deletes v, ordered like a write: after every op pushed before it that uses v. From
 // then on every use of v returns ErrInvalidHandle.
 func (v *Var) Delete() error {
-	runtime.SetFinalizer(v, nil)
 	err := check(C.ordo_go_var_delete(C.uintptr_t(v.e.p), v.h))
+	if err == nil {
+		runtime.SetFinalizer(v, nil)
+	}
 	runtime.KeepAlive(v)
 	return err
 }
@@ -200,10 +262,11 @@ func WithProp(p Prop) PushOption { return func(c *pushConfig) { c.prop = p } }
 
 // Push hands fn to the engine as an op that reads the vars in reads and writes those in writes.
 // It returns at once (except for the naive engine and ready PropAsync ops, which run fn before
-// Push returns). fn runs once, on an engine thread, after every op pushed before it that
-// shares a var with it where either writes it. Returning a non-nil error (or panicking) fails the
-// op: see OpError. fn may call Exec.Defer to complete the op later, from any goroutine. If a var
-// the op uses is in an error state when its turn comes, fn is not called (the op is skipped).
+// Push returns). fn runs once (a push that Engine.Capture records: once per Graph.Launch), on
+// an engine thread, after every op pushed before it that shares a var with it where either
+// writes it. Returning a non-nil error (or panicking) fails the op: see OpError. fn may call
+// Exec.Defer to complete the op later, from any goroutine. If a var the op uses is in an error
+// state when its turn comes, fn is not called (the op is skipped).
 func (e *Engine) Push(fn func(*Exec) error, reads, writes []*Var, opts ...PushOption) error {
 	if fn == nil {
 		return &Error{Code: StatusInvalidArgument, Message: "Push: nil function"}
@@ -225,7 +288,6 @@ func (e *Engine) Push(fn func(*Exec) error, reads, writes []*Var, opts ...PushOp
 		}
 		ids[len(reads)+i] = v.h
 	}
-	x := &Exec{fn: fn}
 	var rp, wp *C.ordo_var
 	if len(reads) > 0 {
 		rp = &ids[0]
@@ -237,14 +299,14 @@ func (e *Engine) Push(fn func(*Exec) error, reads, writes []*Var, opts ...PushOp
 	if cfg.name != nil {
 		name = (*C.char)(unsafe.Pointer(&cfg.name[0]))
 	}
-	h := cgo.NewHandle(x)
+	h := newOpHandle(fn)
 	r := C.ordo_go_push(C.uintptr_t(e.p), C.uintptr_t(h), rp, C.size_t(len(reads)), wp,
 		C.size_t(len(writes)), C.int32_t(cfg.priority), C.int32_t(cfg.prop), name)
 	runtime.KeepAlive(e)
 	runtime.KeepAlive(reads)
 	runtime.KeepAlive(writes)
 	if err := check(r); err != nil {
-		h.Delete() // nothing was pushed: the closure stays ours
+		deleteOpHandle(h) // nothing was pushed: the closure stays ours
 		return err
 	}
 	return nil

@@ -675,3 +675,57 @@ func TestDroppedEnginesAreFinalized(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// The GPU fields of the engine config go through to the library and come back from Config;
+// out-of-range values are refused by NewEngine with the library's message.
+func TestGPUConfig(t *testing.T) {
+	t.Setenv("ORDO_GPU_STREAMS", "")
+	t.Setenv("ORDO_GPU_STREAM_WAITS", "")
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			e := newEngine(t, ordo.WithKind(k.kind), ordo.WithWorkers(3), ordo.WithGPUComputeStreams(7),
+				ordo.WithGPUStreamWaits(false))
+			c, err := e.Config()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Kind != k.kind || c.Workers != 3 || c.GPUComputeStreams != 7 || c.GPUStreamWaits {
+				t.Fatalf("Config = %+v, want kind %d, 3 workers, 7 streams, no stream waits", c, k.kind)
+			}
+			e2 := newEngine(t, ordo.WithKind(k.kind), ordo.WithGPUComputeStreams(64), ordo.WithGPUStreamWaits(true))
+			if c, err := e2.Config(); err != nil || c.GPUComputeStreams != 64 || !c.GPUStreamWaits {
+				t.Fatalf("Config = %+v, %v; want 64 streams, stream waits", c, err)
+			}
+			e3 := newEngine(t, ordo.WithKind(k.kind))
+			if c, err := e3.Config(); err != nil || c.GPUComputeStreams != 4 || !c.GPUStreamWaits {
+				t.Fatalf("default Config = %+v, %v; want 4 streams, stream waits", c, err)
+			}
+		})
+	}
+	t.Run("env", func(t *testing.T) {
+		t.Setenv("ORDO_GPU_STREAMS", "9")
+		t.Setenv("ORDO_GPU_STREAM_WAITS", "0")
+		e := newEngine(t, ordo.WithKind(ordo.KindPooled))
+		if c, err := e.Config(); err != nil || c.GPUComputeStreams != 9 || c.GPUStreamWaits {
+			t.Fatalf("Config under env = %+v, %v; want 9 streams, no stream waits", c, err)
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if c, err := e.Config(); err != nil || c.GPUComputeStreams != 9 {
+			t.Fatalf("Config after Close = %+v, %v", c, err)
+		}
+		e2 := newEngine(t, ordo.WithKind(ordo.KindPooled), ordo.WithGPUComputeStreams(2), ordo.WithGPUStreamWaits(true))
+		if c, err := e2.Config(); err != nil || c.GPUComputeStreams != 2 || !c.GPUStreamWaits {
+			t.Fatalf("fields over env = %+v, %v; want 2 streams, stream waits", c, err)
+		}
+	})
+	for _, n := range []int{65, -1} {
+		e, err := ordo.NewEngine(ordo.WithKind(ordo.KindPooled), ordo.WithGPUComputeStreams(n))
+		var oe *ordo.Error
+		if e != nil || !errors.Is(err, ordo.ErrInvalidArgument) || !errors.As(err, &oe) ||
+			!strings.Contains(oe.Message, "gpu_compute_streams") {
+			t.Fatalf("NewEngine(WithGPUComputeStreams(%d)) = %v, %v; want ErrInvalidArgument", n, e, err)
+		}
+	}
+}

@@ -23,11 +23,14 @@ static ordo_go_ret result(ordo_status s) {
 
 static ordo_engine* engine(uintptr_t e) { return (ordo_engine*)e; }
 
-ordo_go_ret ordo_go_engine_create(int32_t kind, int32_t cpu_threads) {
+ordo_go_ret ordo_go_engine_create(int32_t kind, int32_t cpu_threads, int32_t gpu_compute_streams,
+                                  int32_t gpu_stream_waits) {
   ordo_engine_config cfg;
   ordo_engine_config_init_sized(&cfg, sizeof cfg);
   cfg.kind = kind;
   cfg.cpu_threads = cpu_threads;
+  cfg.gpu_compute_streams = gpu_compute_streams;
+  cfg.gpu_stream_waits = gpu_stream_waits;
   ordo_engine* e = NULL;
   ordo_go_ret r = result(ordo_engine_create(&cfg, &e));
   if (r.status == ORDO_OK) {
@@ -48,6 +51,11 @@ ordo_go_ret ordo_go_engine_destroy(uintptr_t e) { return result(ordo_engine_dest
 
 void ordo_go_engine_release(uintptr_t e) { (void)ordo_engine_release(engine(e)); }
 
+ordo_go_ret ordo_go_engine_config(uintptr_t e, ordo_engine_config* out) {
+  ordo_engine_config_init_sized(out, sizeof *out);
+  return result(ordo_engine_get_config(engine(e), out));
+}
+
 ordo_go_ret ordo_go_var_new(uintptr_t e) {
   ordo_var v = 0;
   ordo_go_ret r = result(ordo_var_new(engine(e), &v));
@@ -63,21 +71,28 @@ ordo_go_ret ordo_go_var_clear_error(uintptr_t e, ordo_var v) {
   return result(ordo_var_clear_error(engine(e), v));
 }
 
-/* user_data of a Go op: the cgo.Handle of its closure, until the op runs (goOrdoRun deletes
- * the handle) or is skipped (go_op_free asks Go to delete it). */
+/* The engine whose capture this thread has open through ordo_go_begin_capture, or 0. */
+static _Thread_local uintptr_t capturing;
+
+/* user_data of a Go op: the cgo.Handle of its closure. A one-shot op (keep == 0) hands it to
+ * its run (goOrdoRun deletes the handle) or, skipped, to go_op_free. A kept op (one a capture
+ * may have recorded: its callback runs once per launch, its free_fn once, at the graph's
+ * destroy) keeps it until go_op_free, and its runs only read it. */
 typedef struct go_op {
   uintptr_t handle;
+  int32_t keep;
 } go_op;
 
 static int32_t go_op_run(ordo_exec* exec, void* user_data) {
   go_op* op = (go_op*)user_data;
   uintptr_t h = op->handle;
-  op->handle = 0;
-  return goOrdoRun(h, (uintptr_t)exec);
+  if (!op->keep) op->handle = 0;
+  return goOrdoRun(h, (uintptr_t)exec, op->keep);
 }
 
 /* Runs exactly once, after the op finished (ran, failed or was skipped), on whichever thread
- * finished it; the engine orders it after go_op_run. Calls into Go only for a skipped op. */
+ * finished it, or for a captured op when its graph is destroyed (or its capture dropped); the
+ * engine orders it after every go_op_run. Calls into Go only for a skipped or kept op. */
 static void go_op_free(void* user_data) {
   go_op* op = (go_op*)user_data;
   if (op->handle != 0) goOrdoFree(op->handle);
@@ -93,6 +108,7 @@ ordo_go_ret ordo_go_push(uintptr_t e, uintptr_t h, const ordo_var* reads, size_t
     return r;
   }
   op->handle = h;
+  op->keep = capturing != 0 && capturing == e;
   ordo_push_opts opts;
   ordo_push_opts_init_sized(&opts, sizeof opts);
   opts.free_fn = go_op_free;
@@ -192,4 +208,27 @@ ordo_go_ret ordo_go_wait_async(uintptr_t e, ordo_var v, uintptr_t h) {
   ordo_status s = ordo_wait_for_var_async(engine(e), v, go_wait_done, w);
   if (s != ORDO_OK) free(w); /* fn is never called */
   return result(s);
+}
+
+ordo_go_ret ordo_go_begin_capture(uintptr_t e) {
+  ordo_go_ret r = result(ordo_graph_begin_capture(engine(e)));
+  if (r.status == ORDO_OK) capturing = e;
+  return r;
+}
+
+ordo_go_ret ordo_go_end_capture(uintptr_t e) {
+  ordo_graph* g = NULL;
+  ordo_go_ret r = result(ordo_graph_end_capture(engine(e), &g));
+  /* The capture is over whatever the status, except for these two, which change nothing. */
+  if (r.status != ORDO_ERR_INVALID_ARGUMENT && r.status != ORDO_ERR_INVALID_STATE &&
+      capturing == e)
+    capturing = 0;
+  r.value = (uint64_t)(uintptr_t)g;
+  return r;
+}
+
+ordo_go_ret ordo_go_graph_launch(uintptr_t g) { return result(ordo_graph_launch((ordo_graph*)g)); }
+
+ordo_go_ret ordo_go_graph_destroy(uintptr_t g) {
+  return result(ordo_graph_destroy((ordo_graph*)g));
 }

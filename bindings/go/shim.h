@@ -20,14 +20,21 @@ typedef struct ordo_go_ret {
   char* msg;
 } ordo_go_ret;
 
-ordo_go_ret ordo_go_engine_create(int32_t kind, int32_t cpu_threads);
+/* The fields are ordo_engine_config's; 0 leaves one to the environment or the default. */
+ordo_go_ret ordo_go_engine_create(int32_t kind, int32_t cpu_threads, int32_t gpu_compute_streams,
+                                  int32_t gpu_stream_waits);
+/* The effective configuration (ordo_engine_get_config); trace_path is not for Go to keep. */
+ordo_go_ret ordo_go_engine_config(uintptr_t e, ordo_engine_config* out);
 ordo_go_ret ordo_go_engine_destroy(uintptr_t e);
 void ordo_go_engine_release(uintptr_t e);
 ordo_go_ret ordo_go_var_new(uintptr_t e);
 ordo_go_ret ordo_go_var_delete(uintptr_t e, ordo_var v);
 ordo_go_ret ordo_go_var_clear_error(uintptr_t e, ordo_var v);
 /* Pushes an op whose callback runs the Go closure behind cgo.Handle h. On failure the handle is
- * still the caller's to delete. name may be NULL. */
+ * still the caller's to delete. name may be NULL. A push that this thread's capture of e may
+ * record (see ordo_go_begin_capture) keeps the handle until its free_fn, which ordo then calls
+ * once, when the graph is destroyed, after every launch's run; any other push hands the handle
+ * to its one run. */
 ordo_go_ret ordo_go_push(uintptr_t e, uintptr_t h, const ordo_var* reads, size_t nreads,
                          const ordo_var* writes, size_t nwrites, int32_t priority, int32_t prop,
                          const char* name);
@@ -47,5 +54,13 @@ ordo_go_ret ordo_go_stats(uintptr_t e, ordo_stats* out);
  * (read with ordo_var_get_error on the thread that settles the wait) to the Go function behind
  * cgo.Handle h. On failure the handle is still the caller's to delete. */
 ordo_go_ret ordo_go_wait_async(uintptr_t e, ordo_var v, uintptr_t h);
+/* Capture and replay. begin and end must be called on one OS thread (the Go side locks it):
+ * while this thread's capture of e is open, the shim marks the Go ops this thread pushes to e as
+ * ones that run many times (a push that ordo runs at once, from inside an op, is marked too:
+ * that costs a call into Go at its free_fn, nothing else). end: value is the ordo_graph*. */
+ordo_go_ret ordo_go_begin_capture(uintptr_t e);
+ordo_go_ret ordo_go_end_capture(uintptr_t e);
+ordo_go_ret ordo_go_graph_launch(uintptr_t g);
+ordo_go_ret ordo_go_graph_destroy(uintptr_t g);
 
 #endif

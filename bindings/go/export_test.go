@@ -1,0 +1,7 @@
+package ordo
+
+import "sync/atomic"
+
+// LiveOpHandles is, for the tests, how many op functions the binding holds through cgo.Handles
+// (pushed or captured, and not yet let go).
+func LiveOpHandles() int64 { return atomic.LoadInt64(&liveOps) }
