@@ -1,6 +1,18 @@
 #include "engine/early_release.h"
 
+#include <new>
+
 namespace ordo {
+
+std::atomic<bool (*)()> EarlyRelease::alloc_fault_for_test{nullptr};
+
+// Every allocation early release makes goes through here first, so that a test can make any of
+// them fail (alloc_fault_for_test).
+void EarlyRelease::may_allocate() {
+  if (bool (*fails)() = alloc_fault_for_test.load(std::memory_order_relaxed)) {
+    if (fails()) throw std::bad_alloc();
+  }
+}
 
 void EarlyRelease::recorded(OpBlock* op, void* event, void* stream, Handoff* out) {
   std::lock_guard<std::mutex> g(mu_);
@@ -39,14 +51,24 @@ void EarlyRelease::join(VarSlot* v, const VarLink* l, OpBlock* op, void* event, 
     }
   }
   if (l->early()) return;  // granted early, so a member already (above)
-  if (it == fronts_.end()) {
-    it = fronts_.emplace(v, Front{op->device_id, {}}).first;
-    it->second.stages.push_back(Stage{l->write(), true, {}});
+  try {
+    if (it == fronts_.end()) {
+      may_allocate();
+      it = fronts_.emplace(v, Front{op->device_id, {}}).first;
+      may_allocate();
+      it->second.stages.push_back(Stage{l->write(), true, {}});
+    }
+    Front& f = it->second;
+    Stage& active = f.stages.front();
+    if (f.device != op->device_id || active.write != l->write()) return;
+    may_allocate();
+    active.members.push_back(Member{op, const_cast<VarLink*>(l), event, stream});
+  } catch (const std::bad_alloc&) {
+    // Out of memory: the op stays out of the front. Stage 0 then never counts as the whole of
+    // the active accesses while the op is active, so nothing is granted early after it: its
+    // successors wait for their real grants, as with early release off.
+    if (it != fronts_.end() && it->second.stages.empty()) fronts_.erase(it);
   }
-  Front& f = it->second;
-  Stage& active = f.stages.front();
-  if (f.device != op->device_id || active.write != l->write()) return;
-  active.members.push_back(Member{op, const_cast<VarLink*>(l), event, stream});
 }
 
 void EarlyRelease::extend(VarSlot* v, Front& f, Handoff* out) {
@@ -77,39 +99,67 @@ bool EarlyRelease::extend_once(VarSlot* v, Front& f, Handoff* out) {
   // are granted early with it (after the same producers), or the stage stops being whole.
   const Stage& before = f.stages[f.stages.size() - 2];
   for (VarLink* l = start; l && !l->write(); l = v->queue_after(l)) {
-    if (!eligible(l, f.device)) {
+    if (!eligible(l, f.device) || !room_for_member(&last) || !grant_early(l, before, out)) {
       last.whole = false;
       return false;
     }
-    grant_early(l, before, out);
-    last.members.push_back(Member{l->op(), l, nullptr, nullptr});
+    last.members.push_back(Member{l->op(), l, nullptr, nullptr});  // room reserved: no throw
   }
   return false;
 }
 
 // Grants the group that begins at `start` early, after the front's last stage: one writer, or
 // the readers up to the next writer (those of them that are GPU ops of the front's device).
+// Everything the new stage needs is allocated before any access is granted: out of memory, the
+// group is not granted early (or only in part, as when one of its accesses is not eligible).
 bool EarlyRelease::grant_group(VarSlot* v, Front& f, VarLink* start, Handoff* out) {
   if (!start) return false;
-  const Stage& last = f.stages.back();
   Stage next{start->write(), true, {}};
-  if (start->write()) {
-    if (!eligible(start, f.device)) return false;
-    grant_early(start, last, out);
-    next.members.push_back(Member{start->op(), start, nullptr, nullptr});
-  } else {
-    for (VarLink* l = start; l && !l->write(); l = v->queue_after(l)) {
-      if (!eligible(l, f.device)) {
-        next.whole = false;
-        continue;
+  try {
+    if (start->write()) {
+      if (!eligible(start, f.device)) return false;
+      may_allocate();
+      next.members.push_back(Member{start->op(), start, nullptr, nullptr});
+    } else {
+      for (VarLink* l = start; l && !l->write(); l = v->queue_after(l)) {
+        if (!eligible(l, f.device)) {
+          next.whole = false;
+          continue;
+        }
+        may_allocate();
+        next.members.push_back(Member{l->op(), l, nullptr, nullptr});
       }
-      grant_early(l, last, out);
-      next.members.push_back(Member{l->op(), l, nullptr, nullptr});
+    }
+    if (next.members.empty()) return false;
+    may_allocate();
+    f.stages.push_back(Stage{next.write, next.whole, {}});  // keeps references to the others
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
+  const Stage& last = f.stages[f.stages.size() - 2];
+  Stage& added = f.stages.back();
+  for (const Member& m : next.members) {
+    if (room_for_member(&added) && grant_early(m.link, last, out)) {
+      added.members.push_back(m);  // room reserved: no throw
+    } else {
+      added.whole = false;
     }
   }
-  if (next.members.empty()) return false;
-  f.stages.push_back(std::move(next));
+  if (added.members.empty()) {
+    f.stages.pop_back();
+    return false;
+  }
   return true;
+}
+
+bool EarlyRelease::room_for_member(Stage* stage) {
+  try {
+    may_allocate();
+    stage->members.reserve(stage->members.size() + 1);
+    return true;
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
 }
 
 bool EarlyRelease::eligible(const VarLink* l, uint8_t device) const {
@@ -120,20 +170,34 @@ bool EarlyRelease::eligible(const VarLink* l, uint8_t device) const {
 }
 
 // The op's access `l` is granted early, after the members of `after` (recorded): their events
-// are pinned for its stream to wait for.
-void EarlyRelease::grant_early(VarLink* l, const Stage& after, Handoff* out) {
+// are pinned for its stream to wait for. False, with nothing changed, when memory ran out.
+bool EarlyRelease::grant_early(VarLink* l, const Stage& after, Handoff* out) {
   OpBlock* op = l->op();
-  l->var_bits |= VarLink::kEarlyBit;
-  if (!op->early_waits) op->early_waits = new EarlyWaits;
   StreamManager* gpu = gpu_(ctx_, op->device_id);
+  size_t pinned = 0;
+  try {
+    may_allocate();
+    if (!op->early_waits) op->early_waits = new EarlyWaits;  // an unused one: issue_waits frees
+    may_allocate();
+    op->early_waits->waits.reserve(op->early_waits->waits.size() + after.members.size());
+    for (const Member& m : after.members) {
+      may_allocate();
+      gpu->pin(m.event);
+      ++pinned;
+    }
+  } catch (const std::bad_alloc&) {
+    for (size_t i = 0; i < pinned; ++i) gpu->unpin(after.members[i].event);
+    return false;
+  }
+  l->var_bits |= VarLink::kEarlyBit;
   for (const Member& m : after.members) {
-    gpu->pin(m.event);
-    op->early_waits->waits.push_back(EarlyWaits::Wait{m.event, m.stream});
+    op->early_waits->waits.push_back(EarlyWaits::Wait{m.event, m.stream});  // reserved
   }
   // One reference per access granted early, and the first brings one for the op's completion.
   const int32_t add = op->early_refs.load(std::memory_order_relaxed) == 0 ? 2 : 1;
   op->early_refs.fetch_add(add, std::memory_order_relaxed);
   if (op->wait.fetch_sub(1, std::memory_order_acq_rel) == 1) out->add_ready(op);
+  return true;
 }
 
 void EarlyRelease::complete_links(OpBlock* op, ErrorRecord* failure, Handoff* out) {

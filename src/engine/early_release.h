@@ -24,6 +24,7 @@
 // order: the mutex, then a push lock (VarSlot::complete may take it as a wait mark fires).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -82,6 +83,11 @@ class EarlyRelease {
   // the producers' events, which are unpinned. 0, or the backend's error of the failed wait.
   int issue_waits(OpBlock* op, void* stream);
 
+  // For tests: called before each allocation early release makes; true makes it fail (as
+  // std::bad_alloc would). Out of memory, early release grants less, never wrongly: an access
+  // it cannot grant early waits for its real grant, as with early release off.
+  static std::atomic<bool (*)()> alloc_fault_for_test;
+
  private:
   struct Member {
     OpBlock* op;
@@ -104,7 +110,9 @@ class EarlyRelease {
   bool extend_once(VarSlot* v, Front& f, Handoff* out);
   bool grant_group(VarSlot* v, Front& f, VarLink* start, Handoff* out);
   bool eligible(const VarLink* l, uint8_t device) const;
-  void grant_early(VarLink* l, const Stage& after, Handoff* out);
+  bool grant_early(VarLink* l, const Stage& after, Handoff* out);
+  static bool room_for_member(Stage* stage);
+  static void may_allocate();
   void leave(VarSlot* v, OpBlock* op);
   void settle(VarLink* granted, Handoff* out);
 

@@ -28,6 +28,7 @@
 
 #include "device/device_api.h"
 #include "device/sim_device.h"
+#include "engine/early_release.h"
 #include "internal_check.h"
 #include "ordo/ordo.h"
 
@@ -864,6 +865,41 @@ void test_early_model(int32_t kind, int rounds) {
   check(mismatches == 0, "model: every op saw push order", std::to_string(mismatches).c_str());
 }
 
+// Out of memory, early release grants less, never wrongly (EarlyRelease::alloc_fault_for_test
+// makes its allocations fail): with every one failing, a consumer waits for its producer's
+// event as with the switch off; with about one in four failing (some grants half prepared), the
+// random model still sees push order and nothing hangs.
+std::atomic<uint64_t> g_early_allocs{0};
+std::atomic<uint64_t> g_early_allocs_failed{0};
+bool every_allocation_fails() {
+  g_early_allocs_failed.fetch_add(1);
+  return true;
+}
+// Pseudo-random, about one in four: a strict "every third" pattern would fail every new front
+// (three allocations in a row), so that nothing would be granted early at all.
+bool one_allocation_in_four_fails() {
+  uint64_t x = g_early_allocs.fetch_add(1) * 0x9E3779B97F4A7C15ull;
+  x ^= x >> 29;
+  if ((x & 3) != 0) return false;
+  g_early_allocs_failed.fetch_add(1);
+  return true;
+}
+
+void test_early_out_of_memory(int rounds) {
+  ordo::EarlyRelease::alloc_fault_for_test.store(every_allocation_fails);
+  test_cross_stream_dependency(ORDO_ENGINE_PER_DEVICE, "per_device, no memory for early release",
+                               1);
+  test_cross_stream_dependency(ORDO_ENGINE_POOLED, "pooled, no memory for early release", 1);
+  check(g_early_allocs_failed.load() > 0, "early release tried to allocate, and failed");
+  ordo::EarlyRelease::alloc_fault_for_test.store(one_allocation_in_four_fails);
+  g_early_allocs_failed.store(0);
+  test_early_model(ORDO_ENGINE_PER_DEVICE, rounds);
+  test_early_model(ORDO_ENGINE_POOLED, rounds / 2);
+  ordo::EarlyRelease::alloc_fault_for_test.store(nullptr);
+  check(g_early_allocs_failed.load() > 10, "allocations failed in the model runs",
+        std::to_string(g_early_allocs_failed.load()).c_str());
+}
+
 void early_release_tests() {
   test_early_consumer(ORDO_ENGINE_PER_DEVICE, "per_device");
   test_early_consumer(ORDO_ENGINE_POOLED, "pooled");
@@ -884,6 +920,8 @@ void early_release_tests() {
   test_early_model(ORDO_ENGINE_POOLED, rounds / 2);
   test_early_model(ORDO_ENGINE_NAIVE, rounds / 2);
   std::printf("early release model: done\n");
+  test_early_out_of_memory(rounds);
+  std::printf("early release out of memory: done\n");
 }
 
 }  // namespace
