@@ -63,8 +63,8 @@ impl Prop {
 pub enum Device {
     /// The CPU (the default).
     Cpu,
-    /// A GPU by ordinal (this version of libordo has none: the push returns
-    /// [`ErrorKind::NoDevice`](crate::ErrorKind::NoDevice)).
+    /// A GPU by ordinal (without a usable GPU, i.e. a library built without CUDA or no runtime,
+    /// driver or device, the push returns [`ErrorKind::NoDevice`](crate::ErrorKind::NoDevice)).
     Gpu(u32),
 }
 
