@@ -369,6 +369,10 @@ impl EngineRef {
     /// code [`FAILED`](crate::FAILED), message "panicked: ..."). If a var it uses carries an
     /// error when its turn comes, it is not run (skipped) and is dropped unrun.
     ///
+    /// Inside [`capture`](EngineRef::capture) on this thread (outside ops), it returns
+    /// [`ErrorKind::InvalidState`](crate::ErrorKind::InvalidState) and drops `f`: a captured op
+    /// runs once per launch, so it is recorded with [`Capture::push`](crate::Capture::push).
+    ///
     /// ```no_run
     /// # fn main() -> ordo::Result<()> {
     /// let engine = ordo::Engine::new()?;
@@ -395,6 +399,14 @@ impl EngineRef {
     where
         F: FnOnce(&mut Exec<'_>) -> std::result::Result<(), OpError> + Send + 'static,
     {
+        if crate::graph::capturing(self.ptr) {
+            return Err(Error::new(
+                sys::ORDO_ERR_INVALID_STATE,
+                "ordo::EngineRef::push: this thread is capturing the engine's pushes \
+                 (EngineRef::capture) and a captured op runs once per launch, which a FnOnce \
+                 closure cannot: record it with Capture::push (an Fn closure)",
+            ));
+        }
         self.check_vars(reads)?;
         self.check_vars(writes)?;
         op::push(self, opts, reads, writes, f)
@@ -418,7 +430,7 @@ impl EngineRef {
         op::prepare(self, opts, reads, writes, f)
     }
 
-    fn check_vars(&self, vars: &[&Var]) -> Result<()> {
+    pub(crate) fn check_vars(&self, vars: &[&Var]) -> Result<()> {
         for v in vars {
             if v.engine().ptr != self.ptr {
                 return Err(Error::new(
