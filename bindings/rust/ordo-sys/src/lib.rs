@@ -37,6 +37,14 @@ pub struct ordo_exec {
     _marker: PhantomData<(*mut u8, PhantomPinned)>,
 }
 
+/// A captured graph of ops (opaque; a handle, not a pointer to read: `ordo_graph_begin_capture`,
+/// `ordo_graph_end_capture`, `ordo_graph_launch`, `ordo_graph_destroy`).
+#[repr(C)]
+pub struct ordo_graph {
+    _private: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
 /// C's `FILE` (opaque), for `ordo_engine_dump`.
 #[repr(C)]
 pub struct FILE {
@@ -265,6 +273,12 @@ extern "C" {
         fn_: ordo_wait_fn,
         user_data: *mut c_void,
     ) -> ordo_status;
+
+    // Capture and replay (graphs)
+    pub fn ordo_graph_begin_capture(e: *mut ordo_engine) -> ordo_status;
+    pub fn ordo_graph_end_capture(e: *mut ordo_engine, out: *mut *mut ordo_graph) -> ordo_status;
+    pub fn ordo_graph_launch(g: *mut ordo_graph) -> ordo_status;
+    pub fn ordo_graph_destroy(g: *mut ordo_graph) -> ordo_status;
 }
 
 #[cfg(test)]
@@ -529,6 +543,76 @@ mod tests {
                 "{:?}",
                 msg
             );
+            assert_eq!(ordo_engine_destroy(e), ORDO_OK);
+        }
+    }
+
+    /// user_data of the graph test's ops: how often the op ran, how often its free_fn ran.
+    struct Counts {
+        runs: std::sync::atomic::AtomicUsize,
+        frees: std::sync::atomic::AtomicUsize,
+    }
+
+    unsafe extern "C" fn count_run(_: *mut ordo_exec, ud: *mut c_void) -> i32 {
+        (*(ud as *const Counts))
+            .runs
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        0
+    }
+
+    unsafe extern "C" fn count_free(ud: *mut c_void) {
+        (*(ud as *const Counts))
+            .frees
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    #[test]
+    fn graph_capture_launch_destroy() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        let counts = Counts {
+            runs: AtomicUsize::new(0),
+            frees: AtomicUsize::new(0),
+        };
+        let ud = &counts as *const Counts as *mut c_void;
+        unsafe {
+            let mut cfg = MaybeUninit::<ordo_engine_config>::zeroed().assume_init();
+            ordo_engine_config_init_sized(&mut cfg, size_of::<ordo_engine_config>());
+            cfg.kind = ORDO_ENGINE_POOLED;
+            cfg.cpu_threads = 2;
+            let mut e = std::ptr::null_mut();
+            assert_eq!(ordo_engine_create(&cfg, &mut e), ORDO_OK);
+            let mut v = 0;
+            assert_eq!(ordo_var_new(e, &mut v), ORDO_OK);
+            let mut opts = MaybeUninit::<ordo_push_opts>::zeroed().assume_init();
+            ordo_push_opts_init_sized(&mut opts, size_of::<ordo_push_opts>());
+            opts.free_fn = Some(count_free);
+
+            assert_eq!(ordo_graph_begin_capture(e), ORDO_OK);
+            assert_eq!(ordo_graph_begin_capture(e), ORDO_ERR_INVALID_STATE);
+            for _ in 0..2 {
+                let s = ordo_opr_push(e, Some(count_run), ud, &v, 0, &v, 1, &opts);
+                assert_eq!(s, ORDO_OK);
+            }
+            assert_eq!(ordo_wait_for_all(e), ORDO_ERR_INVALID_STATE);
+            let mut g = std::ptr::null_mut();
+            assert_eq!(ordo_graph_end_capture(e, &mut g), ORDO_OK);
+            assert!(!g.is_null());
+            let mut none = std::ptr::null_mut();
+            assert_eq!(ordo_graph_end_capture(e, &mut none), ORDO_ERR_INVALID_STATE);
+            assert!(none.is_null(), "*out is NULL on failure");
+            assert_eq!(ordo_wait_for_all(e), ORDO_OK);
+            assert_eq!(counts.runs.load(SeqCst), 0, "recorded, not run");
+
+            for _ in 0..3 {
+                assert_eq!(ordo_graph_launch(g), ORDO_OK);
+            }
+            assert_eq!(ordo_wait_for_var(e, v), ORDO_OK);
+            assert_eq!(counts.runs.load(SeqCst), 6);
+            assert_eq!(counts.frees.load(SeqCst), 0, "free_fns wait for destroy");
+            assert_eq!(ordo_graph_destroy(g), ORDO_OK);
+            assert_eq!(counts.frees.load(SeqCst), 2);
+            assert_eq!(ordo_graph_destroy(g), ORDO_ERR_INVALID_HANDLE);
+            assert_eq!(ordo_graph_launch(g), ORDO_ERR_INVALID_HANDLE);
             assert_eq!(ordo_engine_destroy(e), ORDO_OK);
         }
     }

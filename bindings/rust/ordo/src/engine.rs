@@ -56,6 +56,8 @@ pub struct EngineBuilder {
     max_pending: i32,
     pushers_help: bool,
     trace_path: Option<CString>,
+    gpu_compute_streams: i32,
+    gpu_stream_waits: i32,
 }
 
 impl EngineBuilder {
@@ -99,6 +101,28 @@ impl EngineBuilder {
         self.trace_path = Some(c_string(path));
         self
     }
+    /// Compute streams per GPU, taken round robin by the GPU ops of [`Prop::Normal`] and
+    /// [`Prop::CpuPrioritized`] (each copy direction has a stream of its own besides): 1 to 64,
+    /// default 4 (env `ORDO_GPU_STREAMS`; 0 takes those, as leaving it unset does); another value
+    /// makes [`build`](EngineBuilder::build) return
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument). Unused without a GPU.
+    ///
+    /// [`Prop::Normal`]: crate::Prop::Normal
+    /// [`Prop::CpuPrioritized`]: crate::Prop::CpuPrioritized
+    pub fn gpu_compute_streams(mut self, n: u32) -> Self {
+        self.gpu_compute_streams = clamp_i32(n);
+        self
+    }
+    /// Early release of GPU successors (SPEC §7; default on, env `ORDO_GPU_STREAM_WAITS`): a GPU
+    /// op that depends only on GPU ops of the same GPU starts once their work is enqueued, its
+    /// stream waiting for theirs on the device, instead of once their work has finished. If such
+    /// a producer's work fails, an op that started early fails with its error as a skipped op
+    /// does, though its closure ran. `false`: every successor starts once the work it depends on
+    /// has finished.
+    pub fn gpu_stream_waits(mut self, on: bool) -> Self {
+        self.gpu_stream_waits = if on { 1 } else { -1 };
+        self
+    }
 
     /// Creates the engine and its workers.
     pub fn build(&self) -> Result<Engine> {
@@ -112,6 +136,8 @@ impl EngineBuilder {
             cfg.flags |= sys::ORDO_ENGINE_FLAG_PUSHERS_HELP;
         }
         cfg.trace_path = self.trace_path.as_ref().map_or(ptr::null(), |p| p.as_ptr());
+        cfg.gpu_compute_streams = self.gpu_compute_streams;
+        cfg.gpu_stream_waits = self.gpu_stream_waits;
         let mut out = ptr::null_mut();
         // SAFETY: cfg is initialized with our struct's size; out is a valid out pointer.
         check(unsafe { sys::ordo_engine_create(&cfg, &mut out) })?;
@@ -317,6 +343,10 @@ pub struct Config {
     pub max_pending: i32,
     /// Pushers help (`ORDO_ENGINE_FLAG_PUSHERS_HELP`).
     pub pushers_help: bool,
+    /// Compute streams per GPU.
+    pub gpu_compute_streams: i32,
+    /// Early release of GPU successors ([`EngineBuilder::gpu_stream_waits`]).
+    pub gpu_stream_waits: bool,
 }
 
 impl EngineRef {
@@ -338,6 +368,10 @@ impl EngineRef {
     /// the op, `Err` fails it with the error's code and message, and so does a panic (caught:
     /// code [`FAILED`](crate::FAILED), message "panicked: ..."). If a var it uses carries an
     /// error when its turn comes, it is not run (skipped) and is dropped unrun.
+    ///
+    /// Inside [`capture`](EngineRef::capture) on this thread (outside ops), it returns
+    /// [`ErrorKind::InvalidState`](crate::ErrorKind::InvalidState) and drops `f`: a captured op
+    /// runs once per launch, so it is recorded with [`Capture::push`](crate::Capture::push).
     ///
     /// ```no_run
     /// # fn main() -> ordo::Result<()> {
@@ -365,6 +399,14 @@ impl EngineRef {
     where
         F: FnOnce(&mut Exec<'_>) -> std::result::Result<(), OpError> + Send + 'static,
     {
+        if crate::graph::capturing(self.ptr) {
+            return Err(Error::new(
+                sys::ORDO_ERR_INVALID_STATE,
+                "ordo::EngineRef::push: this thread is capturing the engine's pushes \
+                 (EngineRef::capture) and a captured op runs once per launch, which a FnOnce \
+                 closure cannot: record it with Capture::push (an Fn closure)",
+            ));
+        }
         self.check_vars(reads)?;
         self.check_vars(writes)?;
         op::push(self, opts, reads, writes, f)
@@ -388,7 +430,7 @@ impl EngineRef {
         op::prepare(self, opts, reads, writes, f)
     }
 
-    fn check_vars(&self, vars: &[&Var]) -> Result<()> {
+    pub(crate) fn check_vars(&self, vars: &[&Var]) -> Result<()> {
         for v in vars {
             if v.engine().ptr != self.ptr {
                 return Err(Error::new(
@@ -497,6 +539,8 @@ impl EngineRef {
             copy_threads: cfg.copy_threads,
             max_pending: cfg.max_pending,
             pushers_help: cfg.flags & sys::ORDO_ENGINE_FLAG_PUSHERS_HELP != 0,
+            gpu_compute_streams: cfg.gpu_compute_streams,
+            gpu_stream_waits: cfg.gpu_stream_waits > 0,
         })
     }
 

@@ -48,6 +48,9 @@
 //!   no runtime is needed.
 //! - **Blocking from inside an op**: waits on the op's own engine return
 //!   [`ErrorKind::WouldDeadlock`] at once; push a follow-up op instead.
+//! - **Capture and replay**: [`EngineRef::capture`] records pushes (`Fn + Send + Sync`
+//!   closures, through [`Capture::push`]) as a [`Graph`] that [`Graph::launch`] pushes again,
+//!   any number of times; the closures live until the graph is destroyed.
 //!
 //! # Linking
 //! The `ordo-sys` build script finds `libordo.so` through `ORDO_LIB_DIR` or `pkg-config ordo`.
@@ -57,12 +60,14 @@
 
 mod engine;
 mod error;
+mod graph;
 mod op;
 mod var;
 mod wait;
 
 pub use engine::{Config, Engine, EngineBuilder, EngineRef, Kind, Stats};
 pub use error::{status_name, Error, ErrorKind, OpError, Result, FAILED};
+pub use graph::{Capture, DestroyError, Graph};
 pub use op::{Completion, Device, Exec, ExecInfo, Prepared, Prop, PushOptions};
 pub use ordo_sys as sys;
 pub use var::Var;
@@ -95,6 +100,8 @@ mod tests {
         is_send_sync::<Var>();
         is_send_sync::<Completion>();
         is_send_sync::<Prepared>();
+        is_send_sync::<Graph>();
+        is_send_sync::<DestroyError>();
         is_send::<WaitFuture>();
         is_send_sync::<Error>();
     }

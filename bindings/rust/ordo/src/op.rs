@@ -5,7 +5,15 @@
 //! trampoline as `fn` and another as `free_fn` (which drops the box, whether the op ran, failed
 //! or was skipped; on a failed push the box is reclaimed here). Nothing unwinds into C: the
 //! closure runs under `catch_unwind`, and so does the box's drop.
+//!
+//! A push recorded in a graph (`ordo_graph_begin_capture`) has its `fn` called once per launch,
+//! possibly on several workers at once, and its `free_fn` once, when the graph is destroyed.
+//! Prepared ops and [`Capture::push`](crate::Capture::push) take `Fn + Sync` closures, made for
+//! that. A `FnOnce` push is refused inside [`EngineRef::capture`]; should one be recorded
+//! anyway (a capture begun through `ordo_sys`), its closure still runs at most once: later
+//! launches fail that op instead of calling it again.
 use std::any::Any;
+use std::cell::UnsafeCell;
 use std::ffi::{CStr, CString};
 use std::fmt;
 use std::marker::PhantomData;
@@ -13,11 +21,13 @@ use std::mem::{ManuallyDrop, MaybeUninit};
 use std::os::raw::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use ordo_sys as sys;
 
 use crate::engine::EngineRef;
 use crate::error::{c_string, check, Error, OpError, Result, FAILED};
+use crate::graph::OpScope;
 use crate::var::Var;
 
 /// Which workers run an op (`ORDO_PROP_*`).
@@ -63,8 +73,8 @@ impl Prop {
 pub enum Device {
     /// The CPU (the default).
     Cpu,
-    /// A GPU by ordinal (this version of libordo has none: the push returns
-    /// [`ErrorKind::NoDevice`](crate::ErrorKind::NoDevice)).
+    /// A GPU by ordinal (without a usable GPU, i.e. a library built without CUDA or no runtime,
+    /// driver or device, the push returns [`ErrorKind::NoDevice`](crate::ErrorKind::NoDevice)).
     Gpu(u32),
 }
 
@@ -319,8 +329,12 @@ impl fmt::Debug for Completion {
 
 type OpResult = std::result::Result<(), OpError>;
 
+/// A `FnOnce` op's box. `taken` lets one call of `run_job` take the closure: the engine calls
+/// a pushed op's `fn` once, but a push recorded in a graph is called once per launch, maybe on
+/// two workers at once.
 struct Job<F> {
-    f: Option<F>,
+    f: UnsafeCell<Option<F>>,
+    taken: AtomicBool,
     engine: NonNull<sys::ordo_engine>,
 }
 
@@ -375,10 +389,20 @@ where
     F: FnOnce(&mut Exec<'_>) -> OpResult + Send + 'static,
 {
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: ud is the Job<F> this push boxed; only this call touches it before free_job.
-        let job = &mut *(ud as *mut Job<F>);
-        let f = job.f.take()?;
+        // SAFETY: ud is the Job<F> this push boxed, alive until free_job, which the engine calls
+        // after the op's last call.
+        let job = &*(ud as *const Job<F>);
         let mut x = Exec::new(exec, job.engine);
+        if job.taken.swap(true, Ordering::AcqRel) {
+            let again = OpError::msg(
+                "ordo: this op's FnOnce closure already ran (a push recorded in a graph outside \
+                 ordo::Capture::push runs on the first launch only)",
+            );
+            return Some(settle(&mut x, Ok(Err(again))));
+        }
+        // SAFETY: the swap above let only this call through to the closure.
+        let f = (*job.f.get()).take()?;
+        let _scope = OpScope::enter(job.engine);
         let r = catch_unwind(AssertUnwindSafe(|| f(&mut x)));
         Some(settle(&mut x, r))
     }));
@@ -417,6 +441,25 @@ fn with_ids<R>(vars: &[&Var], f: impl FnOnce(*const sys::ordo_var, usize) -> R) 
     }
 }
 
+/// `ordo_opr_push` of `user_data` with `fn_` and, in the options, `free_fn`; the status.
+fn push_raw(
+    engine: &EngineRef,
+    opts: &PushOptions,
+    reads: &[&Var],
+    writes: &[&Var],
+    fn_: sys::ordo_fn,
+    free_fn: sys::ordo_free_fn,
+    user_data: *mut c_void,
+) -> i32 {
+    let raw_opts = opts.to_raw(free_fn);
+    with_ids(reads, |r, nr| {
+        with_ids(writes, |w, nw| {
+            // SAFETY: valid engine, arrays and options; user_data is the caller's to give.
+            unsafe { sys::ordo_opr_push(engine.as_ptr(), fn_, user_data, r, nr, w, nw, &raw_opts) }
+        })
+    })
+}
+
 pub(crate) fn push<F>(
     engine: &EngineRef,
     opts: &PushOptions,
@@ -427,31 +470,46 @@ pub(crate) fn push<F>(
 where
     F: FnOnce(&mut Exec<'_>) -> OpResult + Send + 'static,
 {
-    let raw_opts = opts.to_raw(Some(free_job::<F>));
     let job = Box::into_raw(Box::new(Job {
-        f: Some(f),
+        f: UnsafeCell::new(Some(f)),
+        taken: AtomicBool::new(false),
         engine: engine.ptr,
     }));
-    let s = with_ids(reads, |r, nr| {
-        with_ids(writes, |w, nw| {
-            // SAFETY: valid engine, arrays and options; job is ours until free_job.
-            unsafe {
-                sys::ordo_opr_push(
-                    engine.as_ptr(),
-                    Some(run_job::<F>),
-                    job as *mut c_void,
-                    r,
-                    nr,
-                    w,
-                    nw,
-                    &raw_opts,
-                )
-            }
-        })
-    });
+    let (run, free) = (Some(run_job::<F> as _), Some(free_job::<F> as _));
+    let s = push_raw(engine, opts, reads, writes, run, free, job as *mut c_void);
     if s != sys::ORDO_OK {
         let err = Error::last(s); // before the closure's drop can make other ordo calls
                                   // SAFETY: a failed push keeps nothing and never calls free_fn: the box is ours again.
+        drop(unsafe { Box::from_raw(job) });
+        return Err(err);
+    }
+    Ok(())
+}
+
+/// A push whose closure may be called many times, at once on several threads, and is dropped
+/// by the `free_fn` after the last call: what a capture records ([`Capture::push`]), called
+/// once per launch and dropped when the graph is destroyed.
+///
+/// [`Capture::push`]: crate::Capture::push
+pub(crate) fn push_shared<F>(
+    engine: &EngineRef,
+    opts: &PushOptions,
+    reads: &[&Var],
+    writes: &[&Var],
+    f: F,
+) -> Result<()>
+where
+    F: Fn(&mut Exec<'_>) -> OpResult + Send + Sync + 'static,
+{
+    let job = Box::into_raw(Box::new(PreparedJob {
+        f,
+        engine: engine.ptr,
+    }));
+    let (run, free) = (Some(run_prepared::<F> as _), Some(free_prepared::<F> as _));
+    let s = push_raw(engine, opts, reads, writes, run, free, job as *mut c_void);
+    if s != sys::ORDO_OK {
+        let err = Error::last(s);
+        // SAFETY: a failed push (or capture) keeps nothing: the box is ours again.
         drop(unsafe { Box::from_raw(job) });
         return Err(err);
     }
@@ -472,9 +530,11 @@ where
     F: Fn(&mut Exec<'_>) -> OpResult + Send + Sync + 'static,
 {
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: ud is the PreparedJob<F> boxed by prepare, alive until free_prepared; shared.
+        // SAFETY: ud is the PreparedJob<F> boxed by prepare or push_shared, alive until
+        // free_prepared; shared.
         let job = &*(ud as *const PreparedJob<F>);
         let mut x = Exec::new(exec, job.engine);
+        let _scope = OpScope::enter(job.engine);
         let r = catch_unwind(AssertUnwindSafe(|| (job.f)(&mut x)));
         settle(&mut x, r)
     }));
@@ -485,7 +545,8 @@ where
 }
 
 unsafe extern "C" fn free_prepared<F>(ud: *mut c_void) {
-    // SAFETY: called once, after the delete and the last push of it.
+    // SAFETY: called once, after the delete and the last push of it (or, recorded in a graph,
+    // when the graph is destroyed).
     let r = catch_unwind(AssertUnwindSafe(|| {
         drop(Box::from_raw(ud as *mut PreparedJob<F>))
     }));

@@ -14,7 +14,9 @@ use crate::error::{check, OpError, Result};
 /// drop still run. A `Var` holds a reference to its engine (an [`EngineRef`]), so it may outlive
 /// the [`Engine`](crate::Engine): its calls then return
 /// [`ErrorKind::Shutdown`](crate::ErrorKind::Shutdown). `Var` is `Send` and `Sync`; share one
-/// between threads or ops with `Arc<Var>` or by reference.
+/// between threads or ops with `Arc<Var>` or by reference. Dropped inside
+/// [`EngineRef::capture`]'s closure, it is deleted when the capture ends (the library refuses
+/// var deletes during a capture).
 pub struct Var {
     engine: EngineRef,
     id: sys::ordo_var,
@@ -82,7 +84,7 @@ impl Var {
 
 impl Drop for Var {
     fn drop(&mut self) {
-        if self.id != 0 {
+        if self.id != 0 && !crate::graph::defer_delete(self.engine.ptr, self.id) {
             // SAFETY: valid engine. SHUTDOWN after the engine's shutdown is fine: the var went
             // with it.
             unsafe { sys::ordo_var_delete(self.engine.as_ptr(), self.id) };
