@@ -10,22 +10,25 @@
         engine.wait(total)                                    # raises ordo.OpFailed on failure
         assert acc == [1, 2]
 
-See ``Engine``, ``Engine.push`` and the exceptions (``Error`` and its subclasses).
+See ``Engine``, ``Engine.push``, ``Engine.pipeline`` and the exceptions (``Error`` and its
+subclasses).
 """
 from __future__ import annotations
 
 from ._errors import (Error, InternalError, InvalidArgument, InvalidHandle, InvalidState,
-                      NoDevice, NoMemory, OpFailed, Shutdown, Timeout, Unsupported,
-                      WouldDeadlock)
+                      NoDevice, NoMemory, OpFailed, Shutdown, Timeout, TokensDropped,
+                      Unsupported, WouldDeadlock)
 from ._lib import ffi, lib, library_path
 from ._engine import Completion, Config, Engine, Stats, Var
 from ._graph import Capture, Graph
+from ._pipeline import PIPE_PARALLEL, PIPE_SERIAL, Pipe, Pipeflow, Pipeline
 from . import _engine
 
 __all__ = [
     "Engine", "Var", "Completion", "Stats", "Config", "Graph", "Capture",
+    "Pipeline", "Pipe", "Pipeflow", "PIPE_SERIAL", "PIPE_PARALLEL",
     "Error", "OpFailed", "Timeout", "InvalidHandle", "InvalidArgument", "NoDevice", "Shutdown",
-    "NoMemory", "InvalidState", "WouldDeadlock", "Unsupported", "InternalError",
+    "NoMemory", "InvalidState", "WouldDeadlock", "Unsupported", "InternalError", "TokensDropped",
     "version", "library_path", "exit_timeout",
 ]
 

@@ -36,6 +36,7 @@ from ._lib import ffi, has, lib
 
 if TYPE_CHECKING:
     from ._graph import Capture
+    from ._pipeline import Pipeline
 
 __all__ = ["Engine", "Var", "Completion", "Stats", "exit_timeout"]
 
@@ -603,6 +604,16 @@ class Engine:
         from ._graph import Capture
         return Capture(self)
 
+    # -- pipelines ----------------------------------------------------------------------------
+
+    def pipeline(self, pipes: Iterable[Any], lines: int) -> "Pipeline":
+        """A pipeline of `lines` lines over `pipes` on this engine (see ``ordo.Pipeline``):
+        each pipe an ``ordo.Pipe(fn, parallel=False)``, a ``(type, fn)`` tuple (type
+        ``ordo.PIPE_SERIAL``/``ordo.PIPE_PARALLEL`` or "serial"/"parallel") or a bare callable
+        (serial). Raises InvalidArgument for no pipes, 0 lines or a parallel first pipe."""
+        from ._pipeline import Pipeline
+        return Pipeline(self, pipes, lines)
+
     # -- waits --------------------------------------------------------------------------------
 
     @staticmethod
@@ -746,6 +757,11 @@ class Engine:
             self._mark_closed()
 
 
+#: Called at interpreter exit once the open engines are closed (or left to the OS): the
+#: pipelines still alive are destroyed there (ordo._pipeline).
+_exit_hooks: list[Callable[[], None]] = []
+
+
 def _at_exit() -> None:
     global _finalizing
     with _open_lock:
@@ -756,6 +772,11 @@ def _at_exit() -> None:
             e._close_at_exit(max(float(limit), 0.0))
         except BaseException as exc:  # noqa: BLE001
             _report_unraisable(exc, "ordo: closing an engine at interpreter exit")
+    for hook in list(_exit_hooks):  # what depends on the engines' work being over
+        try:
+            hook()
+        except BaseException as exc:  # noqa: BLE001
+            _report_unraisable(exc, "ordo: an interpreter-exit hook")
     # After this, a callback that still reaches Python (an op of an engine left to the OS)
     # fails without running user code.
     _finalizing = True

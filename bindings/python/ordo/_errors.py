@@ -93,6 +93,20 @@ class Unsupported(Error):
     status = lib.ORDO_ERR_UNSUPPORTED
 
 
+class TokensDropped(Error):
+    """ORDO_ERR_TOKENS_DROPPED: a pipeline run ended with tokens whose deferral could never be
+    resolved (a target never generated, a cycle, or still waiting when pipe 0 stopped); they were
+    dropped. Everything else of the run happened, and the pipeline may run again. ``tokens`` are
+    the dropped ids (``Pipeline.dropped()``)."""
+
+    status = lib.ORDO_ERR_TOKENS_DROPPED
+
+    def __init__(self, message: str, status: Optional[int] = None,
+                 tokens: tuple[int, ...] = ()) -> None:
+        super().__init__(message, status)
+        self.tokens = tokens
+
+
 class InternalError(Error):
     """ORDO_ERR_INTERNAL: a bug in ordo or an unexpected system error."""
 
@@ -102,7 +116,7 @@ class InternalError(Error):
 _BY_STATUS: dict[int, type[Error]] = {
     cls.status: cls
     for cls in (InvalidArgument, InvalidHandle, OpFailed, Timeout, NoDevice, Shutdown, NoMemory,
-                InvalidState, WouldDeadlock, Unsupported, InternalError)
+                InvalidState, WouldDeadlock, Unsupported, InternalError, TokensDropped)
 }
 
 

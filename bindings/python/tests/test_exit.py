@@ -128,6 +128,33 @@ def test_exit_while_an_op_wakes_during_finalization() -> None:
     """, limit=15, exit_timeout=0.1)
 
 
+def test_exit_with_pipelines_alive_and_pushed_runs_pending() -> None:
+    """A pushed run with work left runs to the end at exit; one queued behind a deferred op that
+    is never completed is skipped once that op is failed; both pipelines (and the one never
+    run) are destroyed after the engine closed: their functions are let go."""
+    out, err, _ = run_child("""
+        e = ordo.Engine(workers=2)
+        done, stuck = e.var(), e.var()
+        seen = []
+        def source(pf):
+            if pf.token == 300:
+                pf.stop()
+        def work(pf):
+            time.sleep(0.0005)
+            seen.append(pf.token)
+        p = e.pipeline([source, work], lines=2)
+        p.push(writes=[done])
+        kept = []
+        e.push(kept.append, writes=[stuck], deferred=True)
+        q = e.pipeline([source, lambda pf: seen.append(-1)], lines=2)
+        q.push(reads=[stuck])
+        idle = e.pipeline([source], lines=1)
+        report.append(lambda: (len(seen), -1 in seen, len(ordo._pipeline._pipe_fns),
+                               p._destroyed, q._destroyed, idle._destroyed))
+    """, limit=20, exit_timeout=0.5)
+    assert "at exit: (300, False, 0, True, True, True)" in out, out + err
+
+
 def test_exit_with_an_engine_closed_and_one_never_used() -> None:
     run_child("""
         with ordo.Engine(workers=1) as a:
