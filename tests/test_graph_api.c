@@ -743,3 +743,46 @@ Test(graph, launch_from_inside_an_op_and_destroy_of_its_own_graph) {
   expect_status(ordo_graph_destroy(g_inner), ORDO_OK, "destroy");
   ordo_engine_destroy(e);
 }
+
+/* The free_fns a graph's destroy runs are free_fns of its engine: a push from one is made, never
+ * recorded into a capture the destroying thread has open (pushes from inside ops and free_fns
+ * never are), and a wait from one is WOULD_DEADLOCK, as from any free_fn of the engine. */
+struct free_pushes {
+  ordo_engine* e;
+  ordo_var v;
+  ordo_status pushed;
+  ordo_status waited;
+};
+
+static void push_from_free(void* ud) {
+  struct free_pushes* f = ud;
+  f->pushed = ordo_opr_push(f->e, count_op, NULL, NULL, 0, &f->v, 1, NULL);
+  f->waited = ordo_wait_for_all(f->e);
+}
+
+Test(graph, a_push_from_a_free_fn_run_by_destroy_inside_a_capture_is_made_not_recorded) {
+  ordo_engine* e = make_engine(ORDO_ENGINE_POOLED);
+  struct free_pushes f = {e, new_var(e), -1, -1};
+  atomic_store(&g_count, 0);
+  ordo_push_opts o;
+  ordo_push_opts_init(&o);
+  o.free_fn = push_from_free;
+  ordo_graph* a = NULL;
+  expect_status(ordo_graph_begin_capture(e), ORDO_OK, "begin A");
+  expect_status(ordo_opr_push(e, count_op, &f, NULL, 0, NULL, 0, &o), ORDO_OK,
+                "captured push with a free_fn (never launched)");
+  expect_status(ordo_graph_end_capture(e, &a), ORDO_OK, "end A");
+  ordo_graph* b = NULL;
+  expect_status(ordo_graph_begin_capture(e), ORDO_OK, "begin B");
+  expect_status(ordo_graph_destroy(a), ORDO_OK, "destroy A inside the capture of B");
+  expect_status(ordo_graph_end_capture(e, &b), ORDO_OK, "end B");
+  expect_status(f.pushed, ORDO_OK, "the free_fn's push");
+  expect_status(f.waited, ORDO_ERR_WOULD_DEADLOCK, "the free_fn's wait");
+  expect_status(ordo_wait_for_all(e), ORDO_OK, "wait");
+  cr_expect_eq(atomic_load(&g_count), 1, "the free_fn's op ran (it was not recorded into B)");
+  expect_status(ordo_graph_launch(b), ORDO_OK, "launch B");
+  expect_status(ordo_wait_for_all(e), ORDO_OK, "wait");
+  cr_expect_eq(atomic_load(&g_count), 1, "B recorded nothing");
+  expect_status(ordo_graph_destroy(b), ORDO_OK, "destroy B");
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+}

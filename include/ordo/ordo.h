@@ -856,9 +856,10 @@ ORDO_API ordo_status ordo_graph_launch(ordo_graph* g);
 
 /**
  * Destroys the graph: its handle is invalid at once, the free_fns given to the captured
- * ordo_opr_push calls run now, on this thread, once each, in capture order, and the captured
- * prepared ops are let go (a prepared op deleted meanwhile then runs its free_fn, when this was
- * its last use). Works after the graph's engine was destroyed. Refused while a launch is in
+ * ordo_opr_push calls run now, on this thread, once each, in capture order (as the engine's
+ * free_fns: "from inside an op" for the waits below, and a push from one is made, never
+ * recorded), and the captured prepared ops are let go (a prepared op deleted meanwhile then runs
+ * its free_fn, when this was its last use). Works after the graph's engine was destroyed. Refused while a launch is in
  * flight: being pushed by another thread, or ops of a launch not yet finished (wait for them,
  * e.g. with ordo_wait_for_all, then destroy).
  * Errors: INVALID_ARGUMENT (g NULL), INVALID_HANDLE (g destroyed or made up), INVALID_STATE (a

@@ -7,11 +7,16 @@
 #include "base/last_error.h"
 #include "base/spin_lock.h"
 #include "core/op_block.h"
+#include "engine/thread_state.h"
 #include "graph/chain_plan.h"
 
 namespace ordo {
 
 Graph::~Graph() {
+  // The free_fns run here are the engine's, as those it runs after ops: marked busy with it
+  // meanwhile, a push from one is made, never recorded into a capture this thread has open, and
+  // a wait or destroy from one is WOULD_DEADLOCK (ordo.h, "From inside an op").
+  this_thread::BusyScope busy(engine_);
   for (GraphOwned& o : owned_) {
     if (o.prepared) engine_->prepared_release(o.prepared);
   }
