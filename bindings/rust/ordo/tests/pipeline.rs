@@ -817,6 +817,43 @@ fn dropping_a_pipeline_with_a_pushed_run_in_flight() {
     });
 }
 
+#[test]
+fn dropping_a_pipeline_inside_its_own_pushed_run() {
+    // the last owner of the pipeline is dropped by one of its own callbacks: the drop neither
+    // blocks nor frees the closures under the run, which goes on to the end
+    each_kind(|kind, e| {
+        let v = e.new_var().unwrap();
+        let held = hold(&e, &v);
+        let (count, s) = (DropCount::default(), seen());
+        let slot: Arc<Mutex<Option<Pipeline>>> = Arc::new(Mutex::new(None));
+        let dropper = {
+            let (slot, t) = (slot.clone(), count.token());
+            Pipe::serial(move |pf| {
+                let _owned = &t;
+                if pf.token() == 2 {
+                    let p = slot.lock().unwrap().take();
+                    assert!(p.is_some(), "the pipeline is in the slot");
+                    drop(p);
+                }
+                Ok(())
+            })
+        };
+        let p = e
+            .pipeline(2, vec![stopper(6), dropper, counted(&count, &s)])
+            .unwrap();
+        p.push(&[], &[&v]).unwrap();
+        *slot.lock().unwrap() = Some(p);
+        held.complete().unwrap();
+        e.wait_timeout(&v, LIMIT).unwrap();
+        assert_eq!(tokens(&s), [0, 1, 2, 3, 4, 5], "{:?}", kind);
+        assert!(
+            spin_until(LIMIT, || count.get() == 2),
+            "{:?}: the closures were not dropped after the run",
+            kind
+        );
+    });
+}
+
 // ----------------------------------------------------------------------------------------------
 // Misuse
 // ----------------------------------------------------------------------------------------------
