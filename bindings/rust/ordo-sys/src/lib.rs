@@ -1,9 +1,11 @@
-//! Raw declarations of libordo's C ABI, one for one with `include/ordo/ordo.h` (written by hand:
-//! no bindgen, no crates.io). Every function here is `unsafe`; the safe API is the `ordo` crate.
+//! Raw declarations of libordo's C ABI, one for one with `include/ordo/ordo.h` and
+//! `include/ordo/pipeline.h` (written by hand: no bindgen, no crates.io). Every function here is
+//! `unsafe`; the safe API is the `ordo` crate.
 //!
 //! The header's comments are the contract; they are not repeated here. Struct layouts are pinned
 //! by tests that compare `size_of` and field offsets with what the loaded library reports
-//! through `ordo_struct_size`.
+//! through `ordo_struct_size` (and, for `ordo_pipe`, which it does not report, with the C
+//! header alone).
 #![allow(non_camel_case_types)]
 use std::marker::{PhantomData, PhantomPinned};
 use std::os::raw::{c_char, c_void};
@@ -74,6 +76,7 @@ pub const ORDO_ERR_INVALID_STATE: ordo_status = 8;
 pub const ORDO_ERR_WOULD_DEADLOCK: ordo_status = 9;
 pub const ORDO_ERR_UNSUPPORTED: ordo_status = 10;
 pub const ORDO_ERR_INTERNAL: ordo_status = 11;
+pub const ORDO_ERR_TOKENS_DROPPED: ordo_status = 12;
 
 // ----------------------------------------------------------------------------------------------
 // Struct sizes
@@ -281,6 +284,86 @@ extern "C" {
     pub fn ordo_graph_destroy(g: *mut ordo_graph) -> ordo_status;
 }
 
+// ----------------------------------------------------------------------------------------------
+// Pipelines (include/ordo/pipeline.h)
+// ----------------------------------------------------------------------------------------------
+
+/// A pipeline (opaque; a handle, not a pointer to read: `ordo_pipeline_create` ..
+/// `ordo_pipeline_destroy`).
+#[repr(C)]
+pub struct ordo_pipeline {
+    _private: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// What a pipe callback learns about its token (opaque; valid only inside that callback, on
+/// its thread).
+#[repr(C)]
+pub struct ordo_pipeflow {
+    _private: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// `ordo_pipe.type`: a pipe that runs up to `num_lines` tokens at once, in any order.
+pub const ORDO_PIPE_PARALLEL: i64 = 1;
+/// `ordo_pipe.type`: a pipe that sees the tokens one at a time, in accepted order (the first
+/// pipe must be serial).
+pub const ORDO_PIPE_SERIAL: i64 = 2;
+
+pub type ordo_pipe_fn =
+    Option<unsafe extern "C" fn(pf: *mut ordo_pipeflow, user_data: *mut c_void) -> i32>;
+
+/// One pipe (C's `{type, fn, user_data}`; `type` and `fn` are Rust keywords, hence `type_` and
+/// `fn_`). No `ordo_struct_size` kind: copied by the library, never extended.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ordo_pipe {
+    pub type_: i64,
+    pub fn_: ordo_pipe_fn,
+    pub user_data: *mut c_void,
+}
+
+extern "C" {
+    pub fn ordo_pipeline_create(
+        e: *mut ordo_engine,
+        num_lines: u32,
+        pipes: *const ordo_pipe,
+        num_pipes: usize,
+        out: *mut *mut ordo_pipeline,
+    ) -> ordo_status;
+    pub fn ordo_pipeline_run(p: *mut ordo_pipeline) -> ordo_status;
+    pub fn ordo_pipeline_push(
+        p: *mut ordo_pipeline,
+        const_vars: *const ordo_var,
+        num_const: usize,
+        mutable_vars: *const ordo_var,
+        num_mutable: usize,
+        opts: *const ordo_push_opts,
+    ) -> ordo_status;
+    pub fn ordo_pipeline_reset(p: *mut ordo_pipeline) -> ordo_status;
+    pub fn ordo_pipeline_reset_pipes(
+        p: *mut ordo_pipeline,
+        num_lines: u32,
+        pipes: *const ordo_pipe,
+        num_pipes: usize,
+    ) -> ordo_status;
+    pub fn ordo_pipeline_num_tokens(p: *const ordo_pipeline, out: *mut u64) -> ordo_status;
+    pub fn ordo_pipeline_dropped(
+        p: *const ordo_pipeline,
+        count: *mut u64,
+        ids: *mut u64,
+        cap: usize,
+    ) -> ordo_status;
+    pub fn ordo_pipeline_destroy(p: *mut ordo_pipeline) -> ordo_status;
+
+    pub fn ordo_pipeflow_token(pf: *const ordo_pipeflow) -> u64;
+    pub fn ordo_pipeflow_line(pf: *const ordo_pipeflow) -> u32;
+    pub fn ordo_pipeflow_pipe(pf: *const ordo_pipeflow) -> u32;
+    pub fn ordo_pipeflow_num_deferrals(pf: *const ordo_pipeflow) -> u32;
+    pub fn ordo_pipeflow_stop(pf: *mut ordo_pipeflow) -> ordo_status;
+    pub fn ordo_pipeflow_defer(pf: *mut ordo_pipeflow, token: u64) -> ordo_status;
+}
+
 #[cfg(test)]
 mod layout {
     //! Each struct as declared here against the library: its size equals ordo_struct_size(kind),
@@ -293,26 +376,40 @@ mod layout {
         size_of::<T>()
     }
 
-    /// (offset, size) of each named field of a struct value.
+    /// The C name of a field: its Rust name, or the one given after `=` (`type_ = "type"`).
+    macro_rules! c_name {
+        ($f:ident) => {
+            stringify!($f)
+        };
+        ($f:ident $c:literal) => {
+            $c
+        };
+    }
+
+    /// (C name, offset, size) of each named field of a struct value.
     macro_rules! fields {
-        ($t:ty: $($f:ident),+) => {{
+        ($t:ty: $($f:ident $(= $c:literal)?),+) => {{
             let u = MaybeUninit::<$t>::uninit();
             let base = u.as_ptr() as usize;
             // SAFETY: addresses only, nothing read.
             vec![$( unsafe {
                 let p = std::ptr::addr_of!((*u.as_ptr()).$f);
-                (stringify!($f), p as usize - base, size(p))
+                (c_name!($f $($c)?), p as usize - base, size(p))
             } ),+]
         }};
     }
 
+    /// `kind` 0: a struct that `ordo_struct_size` does not report (`ordo_pipe`): its fields are
+    /// checked here and against the C header only.
     fn check(name: &str, kind: i32, total: usize, fields: Vec<(&str, usize, usize)>) {
-        let lib = unsafe { ordo_struct_size(kind) };
-        assert_eq!(
-            total, lib,
-            "{}: size_of here {} but the library's sizeof is {}",
-            name, total, lib
-        );
+        if kind != 0 {
+            let lib = unsafe { ordo_struct_size(kind) };
+            assert_eq!(
+                total, lib,
+                "{}: size_of here {} but the library's sizeof is {}",
+                name, total, lib
+            );
+        }
         let mut at = 0;
         for (f, off, sz) in &fields {
             assert_eq!(
@@ -370,6 +467,12 @@ mod layout {
                 fields!(ordo_exec_info: struct_size, device_type, device_id, worker_index,
                     priority, prop, stream, engine, name),
             ),
+            (
+                "ordo_pipe",
+                0,
+                size_of::<ordo_pipe>(),
+                fields!(ordo_pipe: type_ = "type", fn_ = "fn", user_data),
+            ),
         ]
     }
 
@@ -401,6 +504,13 @@ mod layout {
     #[test]
     fn exec_info() {
         check_one("ordo_exec_info");
+    }
+
+    #[test]
+    fn pipe() {
+        check_one("ordo_pipe");
+        // {int64 type, fn, user_data}: no hole on either side of the 64-bit type
+        assert_eq!(size_of::<ordo_pipe>(), 8 + 2 * size_of::<*const c_void>());
     }
 
     /// The same fields against the C header itself, field by field (offset and size, which
@@ -613,6 +723,145 @@ mod tests {
             assert_eq!(counts.frees.load(SeqCst), 2);
             assert_eq!(ordo_graph_destroy(g), ORDO_ERR_INVALID_HANDLE);
             assert_eq!(ordo_graph_launch(g), ORDO_ERR_INVALID_HANDLE);
+            assert_eq!(ordo_engine_destroy(e), ORDO_OK);
+        }
+    }
+
+    /// user_data of the pipeline test's pipes: pipe 0 stops at `stop` and token 1 defers to
+    /// `defer_to` (when not 0); the later pipe counts its calls and sums the token ids.
+    struct PipeState {
+        stop: u64,
+        defer_to: u64,
+        calls: std::sync::atomic::AtomicU64,
+        sum: std::sync::atomic::AtomicU64,
+    }
+
+    unsafe extern "C" fn source(pf: *mut ordo_pipeflow, ud: *mut c_void) -> i32 {
+        let st = &*(ud as *const PipeState);
+        let t = ordo_pipeflow_token(pf);
+        if ordo_pipeflow_pipe(pf) != 0 || ordo_pipeflow_line(pf) == u32::MAX {
+            return 100;
+        }
+        if t == st.stop {
+            return ordo_pipeflow_stop(pf);
+        }
+        if t == 1 && st.defer_to != 0 && ordo_pipeflow_num_deferrals(pf) == 0 {
+            return ordo_pipeflow_defer(pf, st.defer_to);
+        }
+        0
+    }
+
+    unsafe extern "C" fn sink(pf: *mut ordo_pipeflow, ud: *mut c_void) -> i32 {
+        use std::sync::atomic::Ordering::SeqCst;
+        let st = &*(ud as *const PipeState);
+        if ordo_pipeflow_stop(pf) != ORDO_ERR_INVALID_STATE {
+            return 101; // stop() is for pipe 0 only
+        }
+        st.calls.fetch_add(1, SeqCst);
+        st.sum.fetch_add(ordo_pipeflow_token(pf), SeqCst);
+        0
+    }
+
+    #[test]
+    fn pipeline_create_run_reset_destroy() {
+        use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+        let st = PipeState {
+            stop: 10,
+            defer_to: 0,
+            calls: AtomicU64::new(0),
+            sum: AtomicU64::new(0),
+        };
+        let ud = &st as *const PipeState as *mut c_void;
+        let pipe = |type_: i64, fn_: ordo_pipe_fn| ordo_pipe {
+            type_,
+            fn_,
+            user_data: ud,
+        };
+        unsafe {
+            let mut cfg = MaybeUninit::<ordo_engine_config>::zeroed().assume_init();
+            ordo_engine_config_init_sized(&mut cfg, size_of::<ordo_engine_config>());
+            cfg.kind = ORDO_ENGINE_POOLED;
+            cfg.cpu_threads = 2;
+            let mut e = std::ptr::null_mut();
+            assert_eq!(ordo_engine_create(&cfg, &mut e), ORDO_OK);
+
+            let bad = [pipe(ORDO_PIPE_PARALLEL, Some(source))];
+            let mut p = 1 as *mut ordo_pipeline;
+            assert_eq!(
+                ordo_pipeline_create(e, 2, bad.as_ptr(), 1, &mut p),
+                ORDO_ERR_INVALID_ARGUMENT
+            );
+            assert!(p.is_null(), "*out is NULL on failure");
+
+            let pipes = [
+                pipe(ORDO_PIPE_SERIAL, Some(source)),
+                pipe(ORDO_PIPE_PARALLEL, Some(sink)),
+            ];
+            assert_eq!(
+                ordo_pipeline_create(e, 3, pipes.as_ptr(), 2, &mut p),
+                ORDO_OK
+            );
+            assert_eq!(ordo_pipeline_run(p), ORDO_OK);
+            assert_eq!((st.calls.load(SeqCst), st.sum.load(SeqCst)), (10, 45));
+            let (mut n, mut count) = (0u64, 99u64);
+            assert_eq!(ordo_pipeline_num_tokens(p, &mut n), ORDO_OK);
+            assert_eq!(n, 10);
+            assert_eq!(
+                ordo_pipeline_dropped(p, &mut count, std::ptr::null_mut(), 0),
+                ORDO_OK
+            );
+            assert_eq!(count, 0);
+
+            // token 1 waits for 100, never generated: dropped, and the run says so
+            let st2 = PipeState {
+                stop: 4,
+                defer_to: 100,
+                calls: AtomicU64::new(0),
+                sum: AtomicU64::new(0),
+            };
+            let ud2 = &st2 as *const PipeState as *mut c_void;
+            let pipes2 = [
+                ordo_pipe {
+                    type_: ORDO_PIPE_SERIAL,
+                    fn_: Some(source),
+                    user_data: ud2,
+                },
+                ordo_pipe {
+                    type_: ORDO_PIPE_SERIAL,
+                    fn_: Some(sink),
+                    user_data: ud2,
+                },
+            ];
+            assert_eq!(ordo_pipeline_reset_pipes(p, 0, pipes2.as_ptr(), 2), ORDO_OK);
+            assert_eq!(ordo_pipeline_num_tokens(p, &mut n), ORDO_OK);
+            assert_eq!(n, 0, "reset_pipes resets");
+            assert_eq!(ordo_pipeline_run(p), ORDO_ERR_TOKENS_DROPPED);
+            let msg = CStr::from_ptr(ordo_last_error_message());
+            assert!(
+                msg.to_str().unwrap().contains("1 token dropped"),
+                "{:?}",
+                msg
+            );
+            let mut ids = [0u64; 4];
+            assert_eq!(
+                ordo_pipeline_dropped(p, &mut count, ids.as_mut_ptr(), 4),
+                ORDO_OK
+            );
+            assert_eq!((count, ids[0]), (1, 1));
+            assert_eq!((st2.calls.load(SeqCst), st2.sum.load(SeqCst)), (3, 5));
+            assert_eq!(ordo_pipeline_reset(p), ORDO_OK);
+
+            // a pipeflow is valid only inside its callback
+            assert_eq!(ordo_pipeflow_token(std::ptr::null()), u64::MAX);
+            assert_eq!(ordo_pipeflow_line(std::ptr::null()), u32::MAX);
+            assert_eq!(
+                ordo_pipeflow_stop(std::ptr::null_mut()),
+                ORDO_ERR_INVALID_ARGUMENT
+            );
+
+            assert_eq!(ordo_pipeline_destroy(p), ORDO_OK);
+            assert_eq!(ordo_pipeline_destroy(p), ORDO_ERR_INVALID_HANDLE);
+            assert_eq!(ordo_pipeline_run(p), ORDO_ERR_INVALID_HANDLE);
             assert_eq!(ordo_engine_destroy(e), ORDO_OK);
         }
     }

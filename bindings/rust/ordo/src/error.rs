@@ -15,7 +15,8 @@ pub enum ErrorKind {
     InvalidArgument,
     /// A var, completion or prepared op that is stale, deleted or foreign.
     InvalidHandle,
-    /// A waited-for op, or one it depended on, failed; [`Error::op_code`] has its code when known.
+    /// A waited-for op, or one it depended on, failed, or a pipe failed a pipeline run;
+    /// [`Error::op_code`] has the failing code when known.
     OpFailed,
     /// A timed wait ran out of time; nothing else happened.
     Timeout,
@@ -33,6 +34,10 @@ pub enum ErrorKind {
     Unsupported,
     /// A bug in ordo or an unexpected system error.
     Internal,
+    /// A pipeline run ended with tokens whose deferral could never be resolved
+    /// ([`Pipeline::run`](crate::Pipeline::run); [`Pipeline::dropped`](crate::Pipeline::dropped)
+    /// names them). Every other result of the run is intact and the pipeline may run again.
+    TokensDropped,
     /// A status code this binding does not know (a newer library).
     Other(i32),
 }
@@ -52,6 +57,7 @@ impl ErrorKind {
             sys::ORDO_ERR_WOULD_DEADLOCK => ErrorKind::WouldDeadlock,
             sys::ORDO_ERR_UNSUPPORTED => ErrorKind::Unsupported,
             sys::ORDO_ERR_INTERNAL => ErrorKind::Internal,
+            sys::ORDO_ERR_TOKENS_DROPPED => ErrorKind::TokensDropped,
             other => ErrorKind::Other(other),
         }
     }

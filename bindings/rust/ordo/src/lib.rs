@@ -51,6 +51,13 @@
 //! - **Capture and replay**: [`EngineRef::capture`] records pushes (`Fn + Send + Sync`
 //!   closures, through [`Capture::push`]) as a [`Graph`] that [`Graph::launch`] pushes again,
 //!   any number of times; the closures live until the graph is destroyed.
+//! - **Pipelines**: [`EngineRef::pipeline`] builds a [`Pipeline`] of [`Pipe`]s (`Fn + Send +
+//!   Sync` closures given a [`Pipeflow`], serial or parallel) that [`Pipeline::run`] runs
+//!   (blocking) and [`Pipeline::push`] pushes as an op ordered through vars. An `Err` or a panic
+//!   in a pipe fails the run (its message in the run's error); dropped tokens are
+//!   [`ErrorKind::TokensDropped`]. The closures live until the pipeline is destroyed (a drop
+//!   while a pushed run is in flight hands it to a thread that destroys it once the run is
+//!   over) or its pipes are replaced.
 //!
 //! # Linking
 //! The `ordo-sys` build script finds `libordo.so` through `ORDO_LIB_DIR` or `pkg-config ordo`.
@@ -62,6 +69,7 @@ mod engine;
 mod error;
 mod graph;
 mod op;
+mod pipeline;
 mod var;
 mod wait;
 
@@ -70,6 +78,7 @@ pub use error::{status_name, Error, ErrorKind, OpError, Result, FAILED};
 pub use graph::{Capture, DestroyError, Graph};
 pub use op::{Completion, Device, Exec, ExecInfo, Prepared, Prop, PushOptions};
 pub use ordo_sys as sys;
+pub use pipeline::{Pipe, Pipeflow, Pipeline, PipelineDestroyError};
 pub use var::Var;
 pub use wait::WaitFuture;
 
@@ -102,6 +111,9 @@ mod tests {
         is_send_sync::<Prepared>();
         is_send_sync::<Graph>();
         is_send_sync::<DestroyError>();
+        is_send_sync::<Pipeline>();
+        is_send_sync::<PipelineDestroyError>();
+        is_send_sync::<Pipe>();
         is_send::<WaitFuture>();
         is_send_sync::<Error>();
     }
@@ -114,7 +126,7 @@ mod tests {
 
     #[test]
     fn error_kinds_round_trip() {
-        for s in 1..=11 {
+        for s in 1..=12 {
             let k = ErrorKind::from_status(s);
             assert!(!matches!(k, ErrorKind::Other(_)), "status {}", s);
             assert!(status_name(s).starts_with("ORDO_ERR_"));

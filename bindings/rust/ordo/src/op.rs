@@ -128,7 +128,7 @@ impl PushOptions {
         self
     }
 
-    fn to_raw(&self, free_fn: sys::ordo_free_fn) -> sys::ordo_push_opts {
+    pub(crate) fn to_raw(&self, free_fn: sys::ordo_free_fn) -> sys::ordo_push_opts {
         let mut o = MaybeUninit::<sys::ordo_push_opts>::zeroed();
         // SAFETY: writes at most size_of bytes into our zeroed struct (zero is valid for every
         // field: integers, NULL pointers, None).
@@ -339,7 +339,7 @@ struct Job<F> {
 }
 
 /// The message of a panic payload.
-fn panic_message(p: &(dyn Any + Send)) -> String {
+pub(crate) fn panic_message(p: &(dyn Any + Send)) -> String {
     if let Some(s) = p.downcast_ref::<&'static str>() {
         (*s).to_string()
     } else if let Some(s) = p.downcast_ref::<String>() {
@@ -350,7 +350,7 @@ fn panic_message(p: &(dyn Any + Send)) -> String {
 }
 
 /// Drops a panic payload without letting a panic in its own drop escape.
-fn drop_payload(p: Box<dyn Any + Send>) {
+pub(crate) fn drop_payload(p: Box<dyn Any + Send>) {
     if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(p))) {
         std::mem::forget(again);
     }
@@ -425,7 +425,7 @@ unsafe extern "C" fn free_job<F>(ud: *mut c_void) {
 }
 
 /// Calls `f` with the raw handles of `vars` (on the stack for up to 16).
-fn with_ids<R>(vars: &[&Var], f: impl FnOnce(*const sys::ordo_var, usize) -> R) -> R {
+pub(crate) fn with_ids<R>(vars: &[&Var], f: impl FnOnce(*const sys::ordo_var, usize) -> R) -> R {
     if vars.is_empty() {
         return f(ptr::null(), 0);
     }
