@@ -25,8 +25,8 @@ bool capturing(const Engine* engine) {
 ordo_status refuse_in_capture(const char* api) {
   return fail(ORDO_ERR_INVALID_STATE,
               "%s: this thread is capturing the engine's pushes (ordo_graph_begin_capture): waits, "
-              "var deletes and clears, and destroy cannot be captured; call "
-              "ordo_graph_end_capture first",
+              "var deletes and clears, engine destroy, graph launches and pipeline runs cannot "
+              "be captured; call ordo_graph_end_capture first",
               api);
 }
 
