@@ -1,7 +1,8 @@
 package ordo
 
-// The functions that C calls: the op trampoline's target and the deleter of a skipped op's
-// closure. (A file with //export may only declare in its preamble; the C side is shim.c.)
+// The functions that C calls: the op trampoline's target, the deleter of a skipped op's
+// closure, the asynchronous wait's and the pipe trampoline's targets. (A file with //export may
+// only declare in its preamble; the C side is shim.c.)
 
 // #include "shim.h"
 // #include <stdlib.h>
@@ -73,6 +74,26 @@ func goOrdoWaitDone(handle C.uintptr_t, status C.ordo_status, code C.int32_t, ms
 	}
 	ch <- err // buffered: never blocks the engine thread
 	close(ch)
+}
+
+// goOrdoPipe runs the pipe function behind handle for one token (the handle lives until the
+// pipeline is destroyed or its pipes replaced; this call may run on several threads at once).
+// The Pipeflow is valid for Stop and Defer during the call only. A failure (an error or a
+// panic) is recorded for Run and Err, and its code returned.
+//
+//export goOrdoPipe
+func goOrdoPipe(handle, pf C.uintptr_t, token C.uint64_t, line, pipe, deferrals C.uint32_t) C.int32_t {
+	rec := cgo.Handle(handle).Value().(*pipeRec)
+	f := &Pipeflow{pf: uintptr(pf), token: uint64(token), line: int(line), pipe: int(pipe),
+		deferrals: int(deferrals), live: 1}
+	err := f.call(rec.fn)
+	atomic.StoreUint32(&f.live, 0)
+	if err == nil {
+		return 0
+	}
+	code, msg := opFailure(err)
+	rec.st.record(pipeFailure{pipe: f.pipe, token: f.token, code: code, msg: msg, err: err})
+	return C.int32_t(code)
 }
 
 // call runs the op's function; a panic fails the op with the panic's value as its message.

@@ -27,6 +27,7 @@ const (
 	StatusWouldDeadlock   Status = C.ORDO_ERR_WOULD_DEADLOCK
 	StatusUnsupported     Status = C.ORDO_ERR_UNSUPPORTED
 	StatusInternal        Status = C.ORDO_ERR_INTERNAL
+	StatusTokensDropped   Status = C.ORDO_ERR_TOKENS_DROPPED
 )
 
 // String returns the status's C name, such as "ORDO_ERR_TIMEOUT".
@@ -46,6 +47,9 @@ var (
 	ErrWouldDeadlock   = errors.New("ordo: would deadlock")
 	ErrUnsupported     = errors.New("ordo: unsupported")
 	ErrInternal        = errors.New("ordo: internal error")
+	// ErrTokensDropped: a pipeline run ended with tokens whose deferral was never resolved
+	// (Pipeline.Run; Pipeline.Dropped names them). The rest of the run is intact.
+	ErrTokensDropped = errors.New("ordo: tokens dropped")
 )
 
 var sentinels = map[Status]error{
@@ -60,6 +64,7 @@ var sentinels = map[Status]error{
 	StatusWouldDeadlock:   ErrWouldDeadlock,
 	StatusUnsupported:     ErrUnsupported,
 	StatusInternal:        ErrInternal,
+	StatusTokensDropped:   ErrTokensDropped,
 }
 
 // Error is a failed ordo call: its status and the library's message for it.
@@ -69,6 +74,10 @@ type Error struct {
 	// function returned, see OpError); 0 otherwise or when it could not be read.
 	OpCode  int32
 	Message string // ordo_last_error_message() of the failed call, "" if none
+	// Err is, for a Pipeline.Run that a pipe function failed, that function's error (a panic:
+	// an *OpError "panic: ..."); nil otherwise. Unwrap returns it, so errors.Is and errors.As
+	// see through to it.
+	Err error
 }
 
 func (e *Error) Error() string {
@@ -77,6 +86,9 @@ func (e *Error) Error() string {
 	}
 	return "ordo: " + e.Message
 }
+
+// Unwrap returns e.Err: the error of the pipe function that failed a pipeline run, or nil.
+func (e *Error) Unwrap() error { return e.Err }
 
 // Is reports whether target is the sentinel error of e's Code (ErrTimeout for StatusTimeout...).
 func (e *Error) Is(target error) bool {

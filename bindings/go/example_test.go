@@ -72,3 +72,67 @@ func ExampleEngine_Capture() {
 	// x = 1111
 	// <nil>
 }
+
+// A pipeline of three pipes over 4 lines: pipe 0 reads tokens 0..9 into a slot per line (a
+// line holds one token at a time), a parallel pipe squares them, a serial one collects them in
+// token order.
+func ExampleEngine_NewPipeline() {
+	e, _ := ordo.NewEngine()
+	defer e.Close()
+	const lines = 4
+	var slot [lines]int
+	var squares []int
+	p, err := e.NewPipeline(lines,
+		ordo.SerialPipe(func(pf *ordo.Pipeflow) error { // generates tokens 0, 1, 2, ...
+			if pf.Token() == 10 {
+				return pf.Stop()
+			}
+			slot[pf.Line()] = int(pf.Token())
+			return nil
+		}),
+		ordo.ParallelPipe(func(pf *ordo.Pipeflow) error {
+			slot[pf.Line()] *= slot[pf.Line()]
+			return nil
+		}),
+		ordo.SerialPipe(func(pf *ordo.Pipeflow) error {
+			squares = append(squares, slot[pf.Line()])
+			return nil
+		}))
+	if err != nil {
+		panic(err)
+	}
+	defer p.Destroy()
+	err = p.Run()
+	n, _ := p.NumTokens()
+	fmt.Println(squares, n, err)
+	// Output: [0 1 4 9 16 25 36 49 64 81] 10 <nil>
+}
+
+// Token deferral: frame 2 (a B-frame) waits for frame 4 to pass pipe 0, so the serial pipe sees
+// 4 before 2. A token waiting for one never generated is dropped at the end of the run.
+func ExamplePipeflow_Defer() {
+	e, _ := ordo.NewEngine()
+	defer e.Close()
+	var order []uint64
+	p, _ := e.NewPipeline(2,
+		ordo.SerialPipe(func(pf *ordo.Pipeflow) error {
+			switch {
+			case pf.Token() == 7:
+				return pf.Stop()
+			case pf.Token() == 2 && pf.NumDeferrals() == 0:
+				return pf.Defer(4)
+			case pf.Token() == 5:
+				return pf.Defer(100) // never generated
+			}
+			return nil
+		}),
+		ordo.SerialPipe(func(pf *ordo.Pipeflow) error {
+			order = append(order, pf.Token())
+			return nil
+		}))
+	defer p.Destroy()
+	err := p.Run()
+	dropped, _ := p.Dropped()
+	fmt.Println(order, errors.Is(err, ordo.ErrTokensDropped), dropped)
+	// Output: [0 1 3 4 2 6] true [5]
+}

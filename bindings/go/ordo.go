@@ -16,7 +16,9 @@
 //	err := e.Wait(v) // x == 10
 //
 // Engine.Capture records a goroutine's pushes into a Graph, which Graph.Launch pushes again as
-// many times as wanted (ordo_graph_*).
+// many times as wanted (ordo_graph_*). Engine.NewPipeline makes a Pipeline: a task-parallel
+// pipeline of serial and parallel pipes with token deferral, run on the engine's workers, or
+// pushed as an op ordered through vars (ordo_pipeline_*).
 //
 // Every method is safe for concurrent use. Op functions run on engine threads (on the pushing
 // goroutine's thread for the naive engine); they may push further ops but must not wait on their
@@ -260,6 +262,47 @@ func WithPriority(p int32) PushOption { return func(c *pushConfig) { c.priority 
 // WithProp picks which workers run the op (default PropNormal).
 func WithProp(p Prop) PushOption { return func(c *pushConfig) { c.prop = p } }
 
+func pushOptions(opts []PushOption) pushConfig {
+	var cfg pushConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return cfg
+}
+
+// cname is the name for C (pointing into c.name), or nil.
+func (c *pushConfig) cname() *C.char {
+	if c.name == nil {
+		return nil
+	}
+	return (*C.char)(unsafe.Pointer(&c.name[0]))
+}
+
+// varHandles lays the handles of reads, then writes, out in one array for C: rp and wp point
+// into it (nil for an empty list). A nil Var is ErrInvalidHandle (fn names the call).
+func varHandles(fn string, reads, writes []*Var) (rp, wp *C.ordo_var, err error) {
+	ids := make([]C.ordo_var, len(reads)+len(writes))
+	for i, v := range reads {
+		if v == nil {
+			return nil, nil, &Error{Code: StatusInvalidHandle, Message: fn + ": nil Var in reads"}
+		}
+		ids[i] = v.h
+	}
+	for i, v := range writes {
+		if v == nil {
+			return nil, nil, &Error{Code: StatusInvalidHandle, Message: fn + ": nil Var in writes"}
+		}
+		ids[len(reads)+i] = v.h
+	}
+	if len(reads) > 0 {
+		rp = &ids[0]
+	}
+	if len(writes) > 0 {
+		wp = &ids[len(reads)]
+	}
+	return rp, wp, nil
+}
+
 // Push hands fn to the engine as an op that reads the vars in reads and writes those in writes.
 // It returns at once (except for the naive engine and ready PropAsync ops, which run fn before
 // Push returns). fn runs once (a push that Engine.Capture records: once per Graph.Launch), on
@@ -271,37 +314,14 @@ func (e *Engine) Push(fn func(*Exec) error, reads, writes []*Var, opts ...PushOp
 	if fn == nil {
 		return &Error{Code: StatusInvalidArgument, Message: "Push: nil function"}
 	}
-	var cfg pushConfig
-	for _, o := range opts {
-		o(&cfg)
-	}
-	ids := make([]C.ordo_var, len(reads)+len(writes))
-	for i, v := range reads {
-		if v == nil {
-			return &Error{Code: StatusInvalidHandle, Message: "Push: nil Var in reads"}
-		}
-		ids[i] = v.h
-	}
-	for i, v := range writes {
-		if v == nil {
-			return &Error{Code: StatusInvalidHandle, Message: "Push: nil Var in writes"}
-		}
-		ids[len(reads)+i] = v.h
-	}
-	var rp, wp *C.ordo_var
-	if len(reads) > 0 {
-		rp = &ids[0]
-	}
-	if len(writes) > 0 {
-		wp = &ids[len(reads)]
-	}
-	var name *C.char
-	if cfg.name != nil {
-		name = (*C.char)(unsafe.Pointer(&cfg.name[0]))
+	cfg := pushOptions(opts)
+	rp, wp, err := varHandles("Push", reads, writes)
+	if err != nil {
+		return err
 	}
 	h := newOpHandle(fn)
 	r := C.ordo_go_push(C.uintptr_t(e.p), C.uintptr_t(h), rp, C.size_t(len(reads)), wp,
-		C.size_t(len(writes)), C.int32_t(cfg.priority), C.int32_t(cfg.prop), name)
+		C.size_t(len(writes)), C.int32_t(cfg.priority), C.int32_t(cfg.prop), cfg.cname())
 	runtime.KeepAlive(e)
 	runtime.KeepAlive(reads)
 	runtime.KeepAlive(writes)

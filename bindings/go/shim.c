@@ -1,5 +1,5 @@
 /* The C side of the Go binding (see shim.h). Kept small: argument plumbing, the message copy,
- * and two trampolines. */
+ * and the trampolines. */
 #include "shim.h"
 
 #include <stdlib.h>
@@ -231,4 +231,101 @@ ordo_go_ret ordo_go_graph_launch(uintptr_t g) { return result(ordo_graph_launch(
 
 ordo_go_ret ordo_go_graph_destroy(uintptr_t g) {
   return result(ordo_graph_destroy((ordo_graph*)g));
+}
+
+/* A pipe's callback: calls the Go function behind the cgo.Handle in user_data, with what the
+ * pipeflow says (fixed for the invocation), so that the Go side reads it without more calls. */
+static int32_t go_pipe_run(ordo_pipeflow* pf, void* user_data) {
+  return goOrdoPipe((uintptr_t)user_data, (uintptr_t)pf, ordo_pipeflow_token(pf),
+                    ordo_pipeflow_line(pf), ordo_pipeflow_pipe(pf),
+                    ordo_pipeflow_num_deferrals(pf));
+}
+
+/* The ordo_pipe array for types and handles (NULL when n is 0), malloc'd; *ok is 0 when out of
+ * memory. */
+static ordo_pipe* make_pipes(const int64_t* types, const uintptr_t* handles, size_t n, int* ok) {
+  *ok = 1;
+  if (n == 0) return NULL;
+  ordo_pipe* pipes = (ordo_pipe*)calloc(n, sizeof *pipes);
+  if (pipes == NULL) {
+    *ok = 0;
+    return NULL;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    pipes[i].type = types[i];
+    pipes[i].fn = go_pipe_run;
+    pipes[i].user_data = (void*)handles[i];
+  }
+  return pipes;
+}
+
+ordo_go_ret ordo_go_pipeline_create(uintptr_t e, uint32_t lines, const int64_t* types,
+                                    const uintptr_t* handles, size_t n) {
+  int ok;
+  ordo_pipe* pipes = make_pipes(types, handles, n, &ok);
+  if (!ok) {
+    ordo_go_ret r = {ORDO_ERR_NO_MEMORY, 0, 0, NULL};
+    return r;
+  }
+  ordo_pipeline* p = NULL;
+  ordo_go_ret r = result(ordo_pipeline_create(engine(e), lines, pipes, n, &p));
+  free(pipes); /* copied by ordo */
+  r.value = (uint64_t)(uintptr_t)p;
+  return r;
+}
+
+static ordo_pipeline* pipeline(uintptr_t p) { return (ordo_pipeline*)p; }
+
+ordo_go_ret ordo_go_pipeline_reset_pipes(uintptr_t p, uint32_t lines, const int64_t* types,
+                                         const uintptr_t* handles, size_t n) {
+  int ok;
+  ordo_pipe* pipes = make_pipes(types, handles, n, &ok);
+  if (!ok) {
+    ordo_go_ret r = {ORDO_ERR_NO_MEMORY, 0, 0, NULL};
+    return r;
+  }
+  ordo_go_ret r = result(ordo_pipeline_reset_pipes(pipeline(p), lines, pipes, n));
+  free(pipes);
+  return r;
+}
+
+ordo_go_ret ordo_go_pipeline_run(uintptr_t p) { return result(ordo_pipeline_run(pipeline(p))); }
+
+ordo_go_ret ordo_go_pipeline_push(uintptr_t p, const ordo_var* reads, size_t nreads,
+                                  const ordo_var* writes, size_t nwrites, int32_t priority,
+                                  int32_t prop, const char* name) {
+  ordo_push_opts opts;
+  ordo_push_opts_init_sized(&opts, sizeof opts);
+  opts.priority = priority;
+  opts.prop = prop;
+  opts.name = name;
+  return result(ordo_pipeline_push(pipeline(p), reads, nreads, writes, nwrites, &opts));
+}
+
+ordo_go_ret ordo_go_pipeline_reset(uintptr_t p) { return result(ordo_pipeline_reset(pipeline(p))); }
+
+ordo_go_ret ordo_go_pipeline_num_tokens(uintptr_t p) {
+  uint64_t n = 0;
+  ordo_go_ret r = result(ordo_pipeline_num_tokens(pipeline(p), &n));
+  r.value = n;
+  return r;
+}
+
+ordo_go_ret ordo_go_pipeline_dropped(uintptr_t p, uint64_t* ids, size_t cap) {
+  uint64_t n = 0;
+  ordo_go_ret r = result(ordo_pipeline_dropped(pipeline(p), &n, ids, cap));
+  r.value = n;
+  return r;
+}
+
+ordo_go_ret ordo_go_pipeline_destroy(uintptr_t p) {
+  return result(ordo_pipeline_destroy(pipeline(p)));
+}
+
+ordo_go_ret ordo_go_pipeflow_stop(uintptr_t pf) {
+  return result(ordo_pipeflow_stop((ordo_pipeflow*)pf));
+}
+
+ordo_go_ret ordo_go_pipeflow_defer(uintptr_t pf, uint64_t token) {
+  return result(ordo_pipeflow_defer((ordo_pipeflow*)pf, token));
 }

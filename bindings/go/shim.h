@@ -62,5 +62,25 @@ ordo_go_ret ordo_go_begin_capture(uintptr_t e);
 ordo_go_ret ordo_go_end_capture(uintptr_t e);
 ordo_go_ret ordo_go_graph_launch(uintptr_t g);
 ordo_go_ret ordo_go_graph_destroy(uintptr_t g);
+/* Pipelines. Pipe i is of type types[i] (ORDO_PIPE_*) and calls the Go function behind
+ * cgo.Handle handles[i] (the shim's trampoline, the handle as user_data), which stays the
+ * caller's. create: value is the ordo_pipeline*. */
+ordo_go_ret ordo_go_pipeline_create(uintptr_t e, uint32_t lines, const int64_t* types,
+                                    const uintptr_t* handles, size_t n);
+ordo_go_ret ordo_go_pipeline_reset_pipes(uintptr_t p, uint32_t lines, const int64_t* types,
+                                         const uintptr_t* handles, size_t n);
+ordo_go_ret ordo_go_pipeline_run(uintptr_t p);
+/* name may be NULL. */
+ordo_go_ret ordo_go_pipeline_push(uintptr_t p, const ordo_var* reads, size_t nreads,
+                                  const ordo_var* writes, size_t nwrites, int32_t priority,
+                                  int32_t prop, const char* name);
+ordo_go_ret ordo_go_pipeline_reset(uintptr_t p);
+/* value: the number of tokens. */
+ordo_go_ret ordo_go_pipeline_num_tokens(uintptr_t p);
+/* value: how many tokens the last run dropped; the first min(value, cap) ids go to ids. */
+ordo_go_ret ordo_go_pipeline_dropped(uintptr_t p, uint64_t* ids, size_t cap);
+ordo_go_ret ordo_go_pipeline_destroy(uintptr_t p);
+ordo_go_ret ordo_go_pipeflow_stop(uintptr_t pf);
+ordo_go_ret ordo_go_pipeflow_defer(uintptr_t pf, uint64_t token);
 
 #endif
