@@ -136,10 +136,12 @@ int32_t ordo_jl_pop(ordo_jl_hub* h, int32_t* kind, uint64_t* id, uint64_t* compl
   return 1;
 }
 
-void ordo_jl_free(void* p) { free(p); }
+void ordo_jl_free(void* p) {
+  free(p);
+}
 
-ordo_status ordo_jl_engine_create(int32_t kind, int32_t cpu_threads, ordo_engine** out,
-                                  char* msg, size_t cap) {
+ordo_status ordo_jl_engine_create(int32_t kind, int32_t cpu_threads, ordo_engine** out, char* msg,
+                                  size_t cap) {
   ordo_engine_config cfg;
   ordo_engine_config_init_sized(&cfg, sizeof cfg);
   cfg.kind = kind;
@@ -297,7 +299,8 @@ static void wait_done(void* user_data, ordo_status status) {
 ordo_status ordo_jl_start(ordo_jl_hub* h, uint64_t id, int32_t what, ordo_engine* e, ordo_var v,
                           uint64_t timeout_ns, char* msg, size_t cap) {
   if (h == NULL || what < ORDO_JL_WAIT_VAR || what > ORDO_JL_WAIT_ASYNC) {
-    if (msg != NULL && cap > 0) strncpy(msg, "ordo_jl_start: bad hub or call", cap - 1)[cap - 1] = 0;
+    if (msg != NULL && cap > 0)
+      strncpy(msg, "ordo_jl_start: bad hub or call", cap - 1)[cap - 1] = 0;
     return ORDO_ERR_INVALID_ARGUMENT;
   }
   jl_call* c = (jl_call*)calloc(1, sizeof *c);

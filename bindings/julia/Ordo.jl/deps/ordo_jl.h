@@ -11,10 +11,9 @@
 #ifndef ORDO_JL_H
 #define ORDO_JL_H
 
+#include <ordo/ordo.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include <ordo/ordo.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -24,13 +23,13 @@ typedef struct ordo_jl_hub ordo_jl_hub;
 
 /* Event kinds popped by ordo_jl_pop. */
 #define ORDO_JL_RUN 1  /* op `id` may run now: `completion` completes it (exactly once) */
-#define ORDO_JL_DROP 2 /* op `id` was skipped (a var in an error state) or cannot run: forget it */
+#define ORDO_JL_DROP 2 /* op `id` will never run (skipped: a var in an error state): forget it */
 #define ORDO_JL_DONE 3 /* call or wait `id` finished: `status`, `code` (a failed op's), `msg` */
 
 /* Blocking calls for ordo_jl_start (run on a thread of their own). */
-#define ORDO_JL_WAIT_VAR 1 /* ordo_wait_for_var(_timeout) */
-#define ORDO_JL_WAIT_ALL 2 /* ordo_wait_for_all(_timeout) */
-#define ORDO_JL_DESTROY 3  /* ordo_engine_destroy */
+#define ORDO_JL_WAIT_VAR 1   /* ordo_wait_for_var(_timeout) */
+#define ORDO_JL_WAIT_ALL 2   /* ordo_wait_for_all(_timeout) */
+#define ORDO_JL_DESTROY 3    /* ordo_engine_destroy */
 #define ORDO_JL_WAIT_ASYNC 4 /* ordo_wait_for_var_async: no thread, the engine calls back */
 
 /* A hub: one queue of events and the async handle that wakes its Julia task. send is
@@ -55,8 +54,8 @@ void ordo_jl_free(void* p);
 /* Creates an engine for Julia: no submission throttle (max_pending -1: a push must never wait for
  * ops that need the pushing Julia thread to run them). On failure the message is copied to
  * msg (cap bytes). */
-ordo_status ordo_jl_engine_create(int32_t kind, int32_t cpu_threads, ordo_engine** out,
-                                  char* msg, size_t cap);
+ordo_status ordo_jl_engine_create(int32_t kind, int32_t cpu_threads, ordo_engine** out, char* msg,
+                                  size_t cap);
 
 /* The plain calls Julia makes, each copying its failure message to msg (cap bytes) in the same C
  * call: Julia code between two ccalls may run a finalizer that calls ordo on the same thread. */

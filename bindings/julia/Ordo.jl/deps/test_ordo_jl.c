@@ -4,7 +4,8 @@
  * readers overlapping, a failure skipping a dependent (DROP) and reported by the waits with its
  * code and message, async waits, timed waits, destroy with work pending, and a hub closed while
  * ops are still coming (Julia's exit). Prints "N passed, 0 failed".
- * Build: cc -std=c11 -D_GNU_SOURCE -pthread test_ordo_jl.c ordo_jl.c $(pkg-config --cflags --libs ordo) */
+ * Build: cc -std=c11 -D_GNU_SOURCE -pthread test_ordo_jl.c ordo_jl.c \
+ *          $(pkg-config --cflags --libs ordo) */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -15,13 +16,13 @@
 #include "ordo_jl.h"
 
 static int failures, passes;
-#define CHECK(c)                                                      \
-  do {                                                                \
-    if (!(c)) {                                                       \
+#define CHECK(c)                                                            \
+  do {                                                                      \
+    if (!(c)) {                                                             \
       fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c); \
-      failures++;                                                     \
-      return;                                                         \
-    }                                                                 \
+      failures++;                                                           \
+      return;                                                               \
+    }                                                                       \
   } while (0)
 
 /* ---- the fake uv_async_t: a counter and a condition variable ---- */
@@ -204,8 +205,12 @@ static void readers_overlap(void) {
   passes++;
 }
 
-static int32_t fail42(uint64_t id, void* arg) { return (void)id, (void)arg, 42; }
-static int32_t ok(uint64_t id, void* arg) { return (void)id, (void)arg, 0; }
+static int32_t fail42(uint64_t id, void* arg) {
+  return (void)id, (void)arg, 42;
+}
+static int32_t ok(uint64_t id, void* arg) {
+  return (void)id, (void)arg, 0;
+}
 
 static void failure_skips_dependent(void) {
   world* w = world_new(ORDO_ENGINE_DEFAULT);
