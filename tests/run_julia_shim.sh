@@ -2,9 +2,10 @@
 # The C half of the Julia binding (bindings/julia/Ordo.jl/deps/ordo_jl.c), which has no Julia
 # to run it here: builds it with deps/test_ordo_jl.c, a C driver that plays Julia's part (drains
 # the hub on a wake-up, runs each op on a thread of its own, completes it), under ASan+UBSan
-# against this build's libordo.so, and runs the item-6 scenarios through it; then, when the
-# sanitizer step has built BUILD-tsan, again under TSan against that TSan-built libordo.so (TSan
-# must see ordo's own synchronization, so not against the plain library).
+# against this build's libordo.so, and runs the item-6 scenarios and the graph (capture and
+# replay) ones through it; then, when the sanitizer step has built BUILD-tsan, again under TSan
+# against that TSan-built libordo.so (TSan must see ordo's own synchronization, so not against
+# the plain library).
 # Usage: bash tests/run_julia_shim.sh BUILD_DIR
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

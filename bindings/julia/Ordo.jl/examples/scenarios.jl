@@ -119,6 +119,50 @@ scenario("an async wait") do
     end
 end
 
+scenario("a captured graph runs once per launch, in order; misuse and close") do
+    Engine(workers=2) do e
+        v = Var(e)
+        got = Int[]
+        g = capture(e) do
+            for i in 1:3
+                push!(e; writes=v) do
+                    push!(got, i)
+                end
+            end
+        end
+        none_yet = isempty(got)
+        for _ in 1:10
+            launch(g)
+        end
+        wait(v)
+        status(f) = try
+            f()
+            Ordo.OK
+        catch x
+            x isa OrdoError ? x.status : rethrow()
+        end
+        refused = status(() -> capture(() -> wait(v), e)) == Ordo.INVALID_STATE &&
+                  status(() -> capture(() -> launch(g), e)) == Ordo.INVALID_STATE
+        ran = Threads.Atomic{Int}(0)
+        dropped = try   # a block that throws: its recording is dropped, the exception goes on
+            capture(e) do
+                push!(() -> Threads.atomic_add!(ran, 1), e; writes=v)
+                error("changed my mind")
+            end
+            false
+        catch x
+            x isa ErrorException
+        end
+        close(g)
+        closed = !isopen(g) && status(() -> launch(g)) == Ordo.INVALID_HANDLE
+        close(g)   # again: nothing
+        # the captured closures are released (EV_RELEASE), none of the dropped one ran
+        released = timedwait(() -> lock(() -> isempty(e.jobs), e.lock), 10.0) == :ok
+        none_yet && got == repeat(1:3, 10) && refused && dropped && closed && released &&
+            ran[] == 0
+    end
+end
+
 scenario("an exit with work pending neither aborts nor hangs") do
     child = """
         using Ordo

@@ -11,10 +11,15 @@ Julia code (JuliaLang/julia#55525). An op's callback in C defers the op and queu
 task woken through a `Base.AsyncCondition` (`uv_async_send`); that task spawns the op's task,
 which calls `ordo_complete`. No Julia thread ever blocks in ordo: waits and `close` run on a
 thread of the C half and answer through the same queue, so the waiting task just yields.
+
+Graphs (`capture`, `launch`): a capture runs on a thread of the C half, since ordo captures per
+OS thread and a task may change threads; the captured ops are kept: each launch queues their
+runs, and the graph's `close` releases them.
 """
 module Ordo
 
-export Engine, Var, Completion, OrdoError, OpError, wait_async, complete!, fail!, clear_error!
+export Engine, Var, Completion, OrdoError, OpError, wait_async, complete!, fail!, clear_error!,
+       Graph, capture, launch
 
 const libordo_jl = joinpath(@__DIR__, "..", "deps", "usr", "lib", "libordo_jl.so")
 
@@ -34,6 +39,8 @@ const WOULD_DEADLOCK = Int32(9)
 const EV_RUN = Int32(1)
 const EV_DROP = Int32(2)
 const EV_DONE = Int32(3)
+const EV_RUN_KEPT = Int32(4)   # a captured op's run for a launch: keep the closure
+const EV_RELEASE = Int32(5)    # a captured op's graph is gone: forget the closure
 const CALL_WAIT_VAR = Int32(1)
 const CALL_WAIT_ALL = Int32(2)
 const CALL_DESTROY = Int32(3)
@@ -103,8 +110,10 @@ mutable struct Engine
     hub::Ptr{Cvoid}              # C_NULL once closed
     cond::Base.AsyncCondition
     lock::ReentrantLock
-    jobs::Dict{UInt64,Job}       # op id => closure, until the op runs or is skipped
+    jobs::Dict{UInt64,Job}       # op id => closure, until the op runs or is skipped (a
+                                 # captured op's: until its graph is closed)
     calls::Dict{UInt64,Channel{Tuple{Int32,Int32,String}}}  # call id => where its result goes
+    graphs::Set{Any}             # the Graphs of this engine not yet closed
     next_id::UInt64
     closed::Bool
     drainer::Union{Task,Nothing}
@@ -132,7 +141,7 @@ function Engine(; kind::Symbol=:default, workers::Integer=0)
         throw(OrdoError(st, 0, message(buf)))
     end
     e = Engine(out[], hub, cond, ReentrantLock(), Dict{UInt64,Job}(),
-               Dict{UInt64,Channel{Tuple{Int32,Int32,String}}}(), 1, false, nothing)
+               Dict{UInt64,Channel{Tuple{Int32,Int32,String}}}(), Set{Any}(), 1, false, nothing)
     e.drainer = @async drain_loop(e)
     lock(() -> push!(OPEN_ENGINES, e), OPEN_LOCK)
     return e
@@ -145,6 +154,28 @@ function Engine(f::Function; kw...)
     finally
         close(e)
     end
+end
+
+# A capture open in a task (`capture`): in its task-local storage under :ordo_capture. Task-
+# local, not per thread: only the capturing task's own pushes are recorded.
+struct Capture
+    engine::Engine
+    ptr::Ptr{Cvoid}   # ordo_jl_capture*
+end
+
+# The capture the current task has open on e, or nothing.
+function capturing(e::Engine)
+    c = get(task_local_storage(), :ordo_capture, nothing)
+    return c !== nothing && c.engine === e ? c : nothing
+end
+
+# What ordo refuses on a thread that captures the engine, refused to the task that captures it
+# (the C half's capture thread is not the caller's, so ordo cannot see it).
+function refuse_in_capture(e::Engine, api::String)
+    capturing(e) === nothing || throw(OrdoError(INVALID_STATE, 0, string(api,
+        ": this task is capturing the engine's pushes (Ordo.capture): waits, var deletes and ",
+        "clears, close and graph launches cannot be captured; end the capture first")))
+    return nothing
 end
 
 # The task woken by the AsyncCondition: uv_async_send coalesces wake-ups, so each wake drains
@@ -176,14 +207,15 @@ function drain(e::Engine)
         end
     end
     for (k, i, comp, st, cd, text) in events
-        if k == EV_RUN
-            job = lock(() -> pop!(e.jobs, i, nothing), e.lock)
+        if k == EV_RUN || k == EV_RUN_KEPT
+            job = lock(() -> k == EV_RUN ? pop!(e.jobs, i, nothing) : get(e.jobs, i, nothing),
+                       e.lock)
             if job === nothing   # cannot happen; never leave an op hanging
                 complete_raw(comp, OP_FAILED, "Ordo.jl: no closure for this op")
             else
                 Threads.@spawn run_job(e, job, comp)
             end
-        elseif k == EV_DROP
+        elseif k == EV_DROP || k == EV_RELEASE
             lock(() -> delete!(e.jobs, i), e.lock)
         else
             ch = lock(() -> pop!(e.calls, i, nothing), e.lock)
@@ -295,6 +327,7 @@ function Var(e::Engine)
 end
 
 function Base.delete!(v::Var)
+    refuse_in_capture(v.engine, "delete!")
     buf = msgbuf()
     check(ccall((:ordo_jl_var_delete, libordo_jl), Int32, (Ptr{Cvoid}, UInt64, Ptr{UInt8}, Csize_t),
                 v.engine.ptr, v.h, buf, length(buf)), buf)
@@ -303,6 +336,7 @@ end
 
 "Clears `v`'s error state, ordered like a write."
 function clear_error!(v::Var)
+    refuse_in_capture(v.engine, "clear_error!")
     buf = msgbuf()
     check(ccall((:ordo_jl_var_clear_error, libordo_jl), Int32,
                 (Ptr{Cvoid}, UInt64, Ptr{UInt8}, Csize_t), v.engine.ptr, v.h, buf, length(buf)), buf)
@@ -329,6 +363,7 @@ with it (where either writes it) has completed; throwing fails the op (see `OpEr
 ops that depend on it are skipped. With `deferred=true`, `f(c::Completion)` is called instead and
 the op completes when `complete!(c)` or `fail!(c, ...)` is called, from anywhere.
 Inside `f`, do not wait for an op that depends on `f`'s own op: that wait can never return.
+Inside `capture(e)`'s block, the task's pushes to `e` are recorded instead (see `capture`).
 """
 function Base.push!(f, e::Engine; reads=(), writes=(), name::Union{Nothing,AbstractString}=nothing,
                     priority::Integer=0, prop::Symbol=:normal, deferred::Bool=false)
@@ -342,11 +377,20 @@ function Base.push!(f, e::Engine; reads=(), writes=(), name::Union{Nothing,Abstr
     end
     cname = name === nothing ? nothing : String(name)
     buf = msgbuf()
-    st = GC.@preserve cname ccall((:ordo_jl_push, libordo_jl), Int32,
-        (Ptr{Cvoid}, Ptr{Cvoid}, UInt64, Ptr{UInt64}, Csize_t, Ptr{UInt64}, Csize_t, Int32, Int32,
-         Ptr{UInt8}, Ptr{UInt8}, Csize_t),
-        e.hub, e.ptr, id, rs, length(rs), ws, length(ws), priority, PROPS[prop],
-        cname === nothing ? Ptr{UInt8}(C_NULL) : pointer(cname), buf, length(buf))
+    cap = capturing(e)
+    st = GC.@preserve cname if cap === nothing
+        ccall((:ordo_jl_push, libordo_jl), Int32,
+            (Ptr{Cvoid}, Ptr{Cvoid}, UInt64, Ptr{UInt64}, Csize_t, Ptr{UInt64}, Csize_t, Int32,
+             Int32, Ptr{UInt8}, Ptr{UInt8}, Csize_t),
+            e.hub, e.ptr, id, rs, length(rs), ws, length(ws), priority, PROPS[prop],
+            cname === nothing ? Ptr{UInt8}(C_NULL) : pointer(cname), buf, length(buf))
+    else   # recorded, on the capture's thread (a kept op: its closure stays until close(g))
+        ccall((:ordo_jl_capture_push, libordo_jl), Int32,
+            (Ptr{Cvoid}, UInt64, Ptr{UInt64}, Csize_t, Ptr{UInt64}, Csize_t, Int32, Int32,
+             Ptr{UInt8}, Ptr{UInt8}, Csize_t),
+            cap.ptr, id, rs, length(rs), ws, length(ws), priority, PROPS[prop],
+            cname === nothing ? Ptr{UInt8}(C_NULL) : pointer(cname), buf, length(buf))
+    end
     if st != OK
         lock(() -> delete!(e.jobs, id), e.lock)
         throw(OrdoError(st, 0, message(buf)))
@@ -393,8 +437,10 @@ Waits (yielding: other tasks keep running) until every op pushed before the call
 writes `v` has completed. Throws `OrdoError` with status `OP_FAILED` (the failing op's message and
 `opcode`) when `v` is then in an error state, `TIMEOUT` after `timeout` seconds.
 """
-Base.wait(v::Var; timeout::Union{Nothing,Real}=nothing) =
-    result(start_call(v.engine, CALL_WAIT_VAR, v.h, timeout))
+function Base.wait(v::Var; timeout::Union{Nothing,Real}=nothing)
+    refuse_in_capture(v.engine, "wait")
+    return result(start_call(v.engine, CALL_WAIT_VAR, v.h, timeout))
+end
 
 """
     wait(e::Engine; timeout=nothing)
@@ -402,8 +448,10 @@ Base.wait(v::Var; timeout::Union{Nothing,Real}=nothing) =
 Waits until every op pushed before has completed; throws `OP_FAILED` if any failed since the
 previous such wait (the first failure's message).
 """
-Base.wait(e::Engine; timeout::Union{Nothing,Real}=nothing) =
-    result(start_call(e, CALL_WAIT_ALL, UInt64(0), timeout))
+function Base.wait(e::Engine; timeout::Union{Nothing,Real}=nothing)
+    refuse_in_capture(e, "wait")
+    return result(start_call(e, CALL_WAIT_ALL, UInt64(0), timeout))
+end
 
 """
     wait_async(v::Var) -> Task
@@ -413,6 +461,7 @@ write) and returns a task: `wait(t)`/`fetch(t)` return once they have completed,
 `TaskFailedException` wrapping the `OrdoError` if `v` is then in an error state.
 """
 function wait_async(v::Var)
+    refuse_in_capture(v.engine, "wait_async")
     ch = start_call(v.engine, CALL_WAIT_ASYNC, v.h, nothing)
     return @async result(ch)
 end
@@ -421,11 +470,13 @@ end
     close(e::Engine)
 
 Shuts the engine down: waits (yielding) for every op pushed so far, deferred ones included,
-joins the workers. Later pushes throw `SHUTDOWN`. Do not call it from inside an op of `e`.
+joins the workers, then closes the engine's graphs still open. Later pushes throw `SHUTDOWN`.
+Do not call it from inside an op of `e`.
 """
 function Base.close(e::Engine)
     get(task_local_storage(), :ordo_engine, nothing) === e &&
         throw(OrdoError(WOULD_DEADLOCK, 0, "close: called from inside an op of this engine"))
+    refuse_in_capture(e, "close")
     first = lock(e.lock) do
         was = e.closed
         e.closed = true
@@ -434,13 +485,24 @@ function Base.close(e::Engine)
     first || return nothing
     ch = start_call(e, CALL_DESTROY, UInt64(0), nothing)
     st, _, text = take!(ch)
-    # Every op has finished. No event can be queued any more after hub_close; answer the waits
-    # still open (they raced the close) with SHUTDOWN, then let the C half go.
+    # Every op has finished, so no launch is in flight: close the graphs (their captured ops'
+    # RELEASEs are drained below; one that a launch racing this close holds stays open).
+    for g in lock(() -> collect(e.graphs), e.lock)
+        try
+            close(g)
+        catch err
+            err isa OrdoError || rethrow()
+        end
+    end
+    # No event can be queued any more after hub_close; answer the waits still open (they raced
+    # the close) with SHUTDOWN, forget the closures of graphs still open (never run again: their
+    # launches are SHUTDOWN now), then let the C half go (such a graph holds it until closed).
     drain(e)
     pending = lock(e.lock) do
         ccall((:ordo_jl_hub_close, libordo_jl), Cvoid, (Ptr{Cvoid},), e.hub)
         rest = collect(values(e.calls))
         empty!(e.calls)
+        empty!(e.jobs)
         ccall((:ordo_jl_hub_free, libordo_jl), Cvoid, (Ptr{Cvoid},), e.hub)
         e.hub = C_NULL
         rest
@@ -455,6 +517,131 @@ function Base.close(e::Engine)
 end
 
 Base.isopen(e::Engine) = !e.closed
+
+"""
+    Graph
+
+A captured sequence of pushes (`capture`): `launch(g)` pushes them again, in capture order, as if
+they were pushed again at that moment (the same closures, vars, names, priorities and props,
+ordered against every other push and wait through the vars; failures and skips as for pushed
+ops). `close(g)` destroys it and lets go of its closures; `isopen(g)`.
+
+Like an `Engine`, a Graph has no finalizer: it stays alive (in its engine) until `close(g)`, or
+`close` of its engine, which closes the graphs still open.
+"""
+mutable struct Graph
+    engine::Engine
+    ptr::Ptr{Cvoid}   # ordo_graph*: a handle with a generation, never reused, so safe after close
+    open::Bool
+end
+
+# Ends a capture (always: the C half frees it): (status, ordo_graph* or C_NULL, message buffer).
+function end_capture(cap::Capture)
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    buf = msgbuf()
+    st = ccall((:ordo_jl_capture_end, libordo_jl), Int32,
+               (Ptr{Cvoid}, Ptr{Ptr{Cvoid}}, Ptr{UInt8}, Csize_t), cap.ptr, out, buf, length(buf))
+    return (st, out[], buf)
+end
+
+"""
+    capture(f, e::Engine) -> Graph
+
+    g = Ordo.capture(e) do
+        push!(step1, e; writes=v)
+        push!(step2, e; reads=v, writes=w)
+    end
+
+Runs `f()` and records the pushes to `e` that `f`'s own task makes (with `push!`) into a Graph,
+running none of them. Pushes by other tasks (also tasks `f` starts, and ops' tasks), and pushes
+to other engines, are made as usual. A push that fails throws as it would outside a capture, and
+records nothing. A captured closure runs once per `launch`, maybe on two tasks at once (two
+launches of an op that only reads, or uses no var); it is released once, when the graph is
+closed.
+
+While `f` runs, its task's `wait`, `wait_async`, `delete!`, `clear_error!` and `close` on `e`,
+`launch` of a graph of `e`, and a nested `capture` throw `OrdoError` with status
+`INVALID_STATE`. The capture always ends when `f` returns or throws; if `f` throws, what it
+recorded is dropped (no closure of it runs) and the exception goes on. Throws `SHUTDOWN` when
+`e` is closed before or during the capture.
+"""
+function capture(f, e::Engine)
+    tls = task_local_storage()
+    haskey(tls, :ordo_capture) && throw(OrdoError(INVALID_STATE, 0,
+        "capture: this task is already capturing (captures do not nest); end that capture first"))
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    buf = msgbuf()
+    st = lock(e.lock) do   # the hub is not freed meanwhile (close); the capture then holds it
+        e.closed && throw(OrdoError(SHUTDOWN, 0, "capture: the engine is closed"))
+        ccall((:ordo_jl_capture_begin, libordo_jl), Int32,
+              (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}, Ptr{UInt8}, Csize_t),
+              e.hub, e.ptr, out, buf, length(buf))
+    end
+    check(st, buf)
+    cap = Capture(e, out[])
+    tls[:ordo_capture] = cap
+    try
+        f()
+    catch
+        delete!(tls, :ordo_capture)
+        st, ptr, _ = end_capture(cap)
+        # never launched, so never in flight: its closures are released (EV_RELEASE)
+        st == OK && ccall((:ordo_jl_graph_destroy, libordo_jl), Int32,
+                          (Ptr{Cvoid}, Ptr{UInt8}, Csize_t), ptr, C_NULL, 0)
+        rethrow()
+    end
+    delete!(tls, :ordo_capture)
+    st, ptr, buf = end_capture(cap)
+    check(st, buf)
+    g = Graph(e, ptr, true)
+    lock(() -> push!(e.graphs, g), e.lock)
+    return g
+end
+
+"""
+    launch(g::Graph)
+
+Pushes the captured ops again, in capture order, and returns at once, like `push!`. Any task
+may launch, also from inside an op, and several at once (their ops may interleave, each ordered
+as one push). Throws `OrdoError`: `INVALID_HANDLE` after `close(g)` (or `close` of the engine,
+which closes it), or when a var the graph uses was deleted (the ops before the first one that
+uses it were pushed; the message says how many); `INVALID_STATE` inside a capture of the
+engine.
+"""
+function launch(g::Graph)
+    refuse_in_capture(g.engine, "launch")
+    buf = msgbuf()
+    check(ccall((:ordo_jl_graph_launch, libordo_jl), Int32, (Ptr{Cvoid}, Ptr{UInt8}, Csize_t),
+                g.ptr, buf, length(buf)), buf)
+    return nothing
+end
+
+"""
+    close(g::Graph)
+
+Destroys the graph and lets go of its captured closures. Throws `OrdoError` with status
+`INVALID_STATE`, and does nothing, while a launch is in flight (its ops not yet finished: wait
+for them first, e.g. `wait(e)`). Closing a closed graph does nothing. Works after `close` of
+the engine.
+"""
+function Base.close(g::Graph)
+    e = g.engine
+    buf = msgbuf()
+    st = lock(e.lock) do
+        g.open || return OK
+        s = ccall((:ordo_jl_graph_destroy, libordo_jl), Int32, (Ptr{Cvoid}, Ptr{UInt8}, Csize_t),
+                  g.ptr, buf, length(buf))
+        if s == OK
+            g.open = false
+            delete!(e.graphs, g)
+        end
+        s
+    end
+    check(st, buf)
+    return nothing
+end
+
+Base.isopen(g::Graph) = g.open
 
 function __init__()
     isfile(libordo_jl) || @warn "Ordo: $libordo_jl is missing; run Pkg.build(\"Ordo\")"
