@@ -18,6 +18,10 @@ class DeviceApi {
   // event_query's answer while the work before the event has not finished (cudaErrorNotReady
   // on CUDA: 600).
   static constexpr int kNotReady = 600;
+  // What the engine reports when host memory ran out around a device call
+  // (cudaErrorMemoryAllocation on CUDA: 2), so that the op fails with the backend's "out of memory"
+  // like any device error.
+  static constexpr int kOutOfMemory = 2;
 
   virtual ~DeviceApi() = default;
   // The number of devices, or 0 with `why` set to a static sentence saying why.

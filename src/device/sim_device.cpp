@@ -194,6 +194,8 @@ const char* SimDevice::error_name(int code) {
       return "cudaErrorInvalidValue";
     case kNotReady:
       return "cudaErrorNotReady";
+    case kOutOfMemory:
+      return "cudaErrorMemoryAllocation";
     case kErrLaunchFailure:
       return "cudaErrorLaunchFailure";
     default:
@@ -209,6 +211,8 @@ const char* SimDevice::error_string(int code) {
       return "invalid argument";
     case kNotReady:
       return "device not ready";
+    case kOutOfMemory:
+      return "out of memory";
     case kErrLaunchFailure:
       return "unspecified launch failure";
     default:

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <new>
 
 namespace ordo {
 
@@ -66,7 +67,6 @@ void StreamManager::stop() {
   all_events_.clear();
   free_events_.clear();
   pins_.clear();
-  parked_.clear();
   destroy_streams();
 }
 
@@ -86,6 +86,14 @@ int StreamManager::enter(StreamKind kind, void** stream) {
   return 0;
 }
 
+std::atomic<bool (*)()> StreamManager::alloc_fault_for_test{nullptr};
+
+void StreamManager::may_allocate() {
+  if (bool (*fails)() = alloc_fault_for_test.load(std::memory_order_relaxed)) {
+    if (fails()) throw std::bad_alloc();
+  }
+}
+
 int StreamManager::track(void* stream, uint64_t token, void** event) {
   void* ev = nullptr;
   {
@@ -93,46 +101,64 @@ int StreamManager::track(void* stream, uint64_t token, void** event) {
     if (!free_events_.empty()) {
       ev = free_events_.back();
       free_events_.pop_back();
+    } else {
+      // A new event, made under the lock with the room for it reserved first (rare: the free
+      // list is empty only until the events in flight reach their high mark).
+      try {
+        may_allocate();
+        all_events_.reserve(all_events_.size() + 1);
+        free_events_.reserve(all_events_.size() + 1);
+      } catch (const std::bad_alloc&) {
+        return DeviceApi::kOutOfMemory;
+      }
+      if (int e = api_->event_create(&ev)) return e;
+      all_events_.push_back(ev);  // reserved
     }
-  }
-  if (!ev) {
-    if (int e = api_->event_create(&ev)) return e;
-    std::lock_guard<std::mutex> g(mu_);
-    all_events_.push_back(ev);
   }
   if (int e = api_->event_record(ev, stream)) {
     std::lock_guard<std::mutex> g(mu_);
-    free_events_.push_back(ev);
+    free_events_.push_back(ev);  // reserved
     return e;
   }
-  if (event) *event = ev;
   {
     std::lock_guard<std::mutex> g(mu_);
+    try {
+      may_allocate();
+      pending_.push_back({ev, token});
+    } catch (const std::bad_alloc&) {
+      // Recorded but not watched: the event goes back (recording it again later is fine), and
+      // the op fails rather than wait for a report that would never come.
+      free_events_.push_back(ev);  // reserved
+      return DeviceApi::kOutOfMemory;
+    }
     in_flight_.fetch_add(1, std::memory_order_relaxed);
-    pending_.push_back({ev, token});
   }
+  if (event) *event = ev;
   cv_.notify_one();
   return 0;
 }
 
 void StreamManager::pin(void* event) {
   std::lock_guard<std::mutex> g(mu_);
-  ++pins_[event];
+  may_allocate();
+  ++pins_[event].count;
 }
 
 void StreamManager::unpin(void* event) {
   std::lock_guard<std::mutex> g(mu_);
   auto it = pins_.find(event);
-  if (it == pins_.end() || --it->second != 0) return;
+  if (it == pins_.end() || --it->second.count != 0) return;
+  const bool parked = it->second.parked;
   pins_.erase(it);
-  if (parked_.erase(event)) free_events_.push_back(event);
+  if (parked) free_events_.push_back(event);  // reserved
 }
 
 void StreamManager::free_event(void* ev) {
-  if (pins_.count(ev)) {
-    parked_.insert(ev);
+  auto it = pins_.find(ev);
+  if (it != pins_.end()) {
+    it->second.parked = true;
   } else {
-    free_events_.push_back(ev);
+    free_events_.push_back(ev);  // reserved
   }
 }
 
@@ -157,8 +183,21 @@ void StreamManager::poll_loop() {
         cv_.wait(lk, [&] { return !pending_.empty() || stopping_; });
         if (pending_.empty()) return;  // stopping, nothing in flight
       }
-      watching.insert(watching.end(), pending_.begin(), pending_.end());
-      pending_.clear();
+      // Room first: this thread must never throw. Out of memory, the new events wait in
+      // pending_ for a later round (the ones watched already are still polled).
+      try {
+        may_allocate();
+        watching.reserve(watching.size() + pending_.size());
+        fired.reserve(watching.size() + pending_.size());
+        watching.insert(watching.end(), pending_.begin(), pending_.end());  // reserved
+        pending_.clear();
+      } catch (const std::bad_alloc&) {
+        if (watching.empty()) {
+          lk.unlock();
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          continue;
+        }
+      }
     }
     bool any = false;
     size_t kept = 0;
@@ -175,7 +214,7 @@ void StreamManager::poll_loop() {
         describe(q, "cudaEventQuery", msg, sizeof msg);
       }
       done_(ctx_, p.token, q, q != 0 ? msg : nullptr);
-      fired.push_back(p.event);
+      fired.push_back(p.event);  // reserved
       if (in_flight_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         std::lock_guard<std::mutex> g(mu_);
         drained_cv_.notify_all();

@@ -14,7 +14,6 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "device/device_api.h"
@@ -49,15 +48,21 @@ class StreamManager {
   // error.
   int enter(StreamKind kind, void** stream);
   // Records an event on `stream` after the work enqueued so far; done(ctx, token, ...) follows
-  // once it fires. 0, or the backend's error (then done is never called for `token`).
+  // once it fires. 0, or the backend's error (then done is never called for `token`);
+  // DeviceApi::kOutOfMemory when host memory ran out (nothing is tracked; the op fails).
   // `*event` (when given): the event recorded, which stays this op's until done has returned,
   // and longer while pinned.
   int track(void* stream, uint64_t token, void** event = nullptr);
   // Keeps a tracked event from being recorded again for another op until unpin(): a stream that
   // is to wait for it (early release) must find this op's record. Pin only while done() has not
-  // returned for the event's op.
+  // returned for the event's op. pin() throws std::bad_alloc when memory runs out (nothing
+  // pinned).
   void pin(void* event);
   void unpin(void* event);
+
+  // For tests: called before each allocation the manager makes; true makes it fail (as
+  // std::bad_alloc would).
+  static std::atomic<bool (*)()> alloc_fault_for_test;
   // Events recorded and not yet reported.
   uint32_t in_flight() const { return in_flight_.load(std::memory_order_acquire); }
   void* compute_stream(uint32_t i) const { return compute_[i]; }
@@ -73,6 +78,13 @@ class StreamManager {
   };
   void poll_loop();
   void free_event(void* ev);  // under mu_: back to free_events_, or parked while pinned
+  static void may_allocate();
+  // An event's pins, and whether it fired meanwhile (it goes back to free_events_ at the last
+  // unpin). Parking needs no allocation: the poller, which parks, must never allocate.
+  struct Pins {
+    uint32_t count = 0;
+    bool parked = false;
+  };
   void destroy_streams();
 
   DeviceApi* const api_;
@@ -86,13 +98,14 @@ class StreamManager {
   std::atomic<uint32_t> in_flight_{0};
 
   std::mutex mu_;
-  std::condition_variable cv_;                // the poller: work arrived, or stop
-  std::condition_variable drained_cv_;        // stop(): nothing in flight
-  std::vector<Pending> pending_;              // recorded, not yet picked up by the poller
-  std::vector<void*> free_events_;            // fired, ready to record again
-  std::vector<void*> all_events_;             // every event made, destroyed by stop()
-  std::unordered_map<void*, uint32_t> pins_;  // pinned events and their pins
-  std::unordered_set<void*> parked_;          // fired while pinned: freed by the last unpin
+  std::condition_variable cv_;          // the poller: work arrived, or stop
+  std::condition_variable drained_cv_;  // stop(): nothing in flight
+  std::vector<Pending> pending_;        // recorded, not yet picked up by the poller
+  // Fired, ready to record again. Its capacity is kept at least all_events_' size, so that
+  // putting an event back (the poller, a failed record) never allocates.
+  std::vector<void*> free_events_;
+  std::vector<void*> all_events_;         // every event made, destroyed by stop()
+  std::unordered_map<void*, Pins> pins_;  // pinned events
   bool stopping_ = false;
   bool started_ = false;
   std::thread poller_;

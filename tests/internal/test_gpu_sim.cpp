@@ -28,6 +28,7 @@
 
 #include "device/device_api.h"
 #include "device/sim_device.h"
+#include "device/stream_manager.h"
 #include "engine/early_release.h"
 #include "internal_check.h"
 #include "ordo/ordo.h"
@@ -900,6 +901,79 @@ void test_early_out_of_memory(int rounds) {
         std::to_string(g_early_allocs_failed.load()).c_str());
 }
 
+// Out of host memory in a GPU's stream manager (StreamManager::alloc_fault_for_test): an op whose
+// event cannot be tracked fails with the backend's "out of memory" instead of ending the process
+// or hanging; once memory is back, GPU ops run as before; with about one in four allocations
+// failing (the poller's included), every op runs or fails, the engine drains, and its events are
+// all destroyed with it.
+bool sm_every_allocation_fails() {
+  return true;
+}
+std::atomic<uint64_t> g_sm_allocs{0};
+std::atomic<uint64_t> g_sm_allocs_failed{0};
+bool sm_one_allocation_in_four_fails() {
+  uint64_t x = g_sm_allocs.fetch_add(1) * 0x9E3779B97F4A7C15ull;
+  x ^= x >> 29;
+  if ((x & 3) != 0) return false;
+  g_sm_allocs_failed.fetch_add(1);
+  return true;
+}
+
+std::atomic<int> g_oom_kernels{0};
+int32_t oom_gpu_op(ordo_exec* exec, void*) {
+  g_sim->launch(stream_of(exec), [] { g_oom_kernels.fetch_add(1); });
+  return 0;
+}
+
+void test_stream_manager_out_of_memory() {
+  using ordo::StreamManager;
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  ordo_var v;
+  ordo_var_new(e, &v);
+  ordo_push_opts o = gpu_opts(0);
+  StreamManager::alloc_fault_for_test.store(sm_every_allocation_fails);
+  check(ordo_opr_push(e, oom_gpu_op, nullptr, nullptr, 0, &v, 1, &o) == ORDO_OK, "oom: push");
+  const ordo_status s = ordo_wait_for_var(e, v);
+  check(s == ORDO_ERR_OP_FAILED && std::strstr(ordo_last_error_message(), "out of memory"),
+        "oom: the op fails with the backend's out of memory", ordo_last_error_message());
+  StreamManager::alloc_fault_for_test.store(nullptr);
+  ordo_var_clear_error(e, v);
+  check(ordo_opr_push(e, oom_gpu_op, nullptr, nullptr, 0, &v, 1, &o) == ORDO_OK, "oom: push");
+  check(ordo_wait_for_var(e, v) == ORDO_OK, "oom: memory back, the next op runs",
+        ordo_last_error_message());
+  ordo_wait_for_all(e);  // takes the first failure's record
+
+  constexpr int kOwn = 100, kShared = 4, kChained = 100;
+  std::vector<ordo_var> own(kOwn), shared(kShared);
+  for (auto& x : own) ordo_var_new(e, &x);
+  for (auto& x : shared) ordo_var_new(e, &x);
+  StreamManager::alloc_fault_for_test.store(sm_one_allocation_in_four_fails);
+  for (int i = 0; i < kOwn; ++i) {
+    ordo_opr_push(e, oom_gpu_op, nullptr, nullptr, 0, &own[static_cast<size_t>(i)], 1, &o);
+  }
+  for (int i = 0; i < kChained; ++i) {  // readers and writers: pins for early release too
+    const ordo_var* x = &shared[static_cast<size_t>(i % kShared)];
+    const bool write = i % 3 == 0;
+    ordo_opr_push(e, oom_gpu_op, nullptr, write ? nullptr : x, write ? 0 : 1, write ? x : nullptr,
+                  write ? 1 : 0, &o);
+  }
+  const ordo_status all = ordo_wait_for_all_timeout(e, 30ull * 1000 * 1000 * 1000);
+  StreamManager::alloc_fault_for_test.store(nullptr);
+  check(all == ORDO_OK || all == ORDO_ERR_OP_FAILED, "oom: the engine drains",
+        ordo_last_error_message());
+  int failed = 0;
+  for (const ordo_var& x : own) {
+    int32_t code = 0;
+    ordo_var_get_error(e, x, &code, nullptr, 0);
+    failed += code != 0 ? 1 : 0;
+  }
+  check(failed > 0 && failed < kOwn, "oom: some independent ops failed, the others ran",
+        std::to_string(failed).c_str());
+  check(g_sm_allocs_failed.load() > 0, "oom: allocations failed");
+  ordo_engine_destroy(e);
+  check(g_sim->live_events() == 0, "oom: destroy destroyed every event");
+}
+
 void early_release_tests() {
   test_early_consumer(ORDO_ENGINE_PER_DEVICE, "per_device");
   test_early_consumer(ORDO_ENGINE_POOLED, "pooled");
@@ -922,6 +996,8 @@ void early_release_tests() {
   std::printf("early release model: done\n");
   test_early_out_of_memory(rounds);
   std::printf("early release out of memory: done\n");
+  test_stream_manager_out_of_memory();
+  std::printf("stream manager out of memory: done\n");
 }
 
 }  // namespace
