@@ -86,13 +86,7 @@ int StreamManager::enter(StreamKind kind, void** stream) {
   return 0;
 }
 
-std::atomic<bool (*)()> StreamManager::alloc_fault_for_test{nullptr};
-
-void StreamManager::may_allocate() {
-  if (bool (*fails)() = alloc_fault_for_test.load(std::memory_order_relaxed)) {
-    if (fails()) throw std::bad_alloc();
-  }
-}
+AllocFault StreamManager::alloc_fault_for_test;
 
 int StreamManager::track(void* stream, uint64_t token, void** event) {
   void* ev = nullptr;
@@ -105,7 +99,7 @@ int StreamManager::track(void* stream, uint64_t token, void** event) {
       // A new event, made under the lock with the room for it reserved first (rare: the free
       // list is empty only until the events in flight reach their high mark).
       try {
-        may_allocate();
+        alloc_fault_for_test.check();
         all_events_.reserve(all_events_.size() + 1);
         free_events_.reserve(all_events_.size() + 1);
       } catch (const std::bad_alloc&) {
@@ -123,7 +117,7 @@ int StreamManager::track(void* stream, uint64_t token, void** event) {
   {
     std::lock_guard<std::mutex> g(mu_);
     try {
-      may_allocate();
+      alloc_fault_for_test.check();
       pending_.push_back({ev, token});
     } catch (const std::bad_alloc&) {
       // Recorded but not watched: the event goes back (recording it again later is fine), and
@@ -140,7 +134,7 @@ int StreamManager::track(void* stream, uint64_t token, void** event) {
 
 void StreamManager::pin(void* event) {
   std::lock_guard<std::mutex> g(mu_);
-  may_allocate();
+  alloc_fault_for_test.check();
   ++pins_[event].count;
 }
 
@@ -186,7 +180,7 @@ void StreamManager::poll_loop() {
       // Room first: this thread must never throw. Out of memory, the new events wait in
       // pending_ for a later round (the ones watched already are still polled).
       try {
-        may_allocate();
+        alloc_fault_for_test.check();
         watching.reserve(watching.size() + pending_.size());
         fired.reserve(watching.size() + pending_.size());
         watching.insert(watching.end(), pending_.begin(), pending_.end());  // reserved

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/alloc_fault.h"
 #include "device/device_api.h"
 
 namespace ordo {
@@ -60,9 +61,9 @@ class StreamManager {
   void pin(void* event);
   void unpin(void* event);
 
-  // For tests: called before each allocation the manager makes; true makes it fail (as
-  // std::bad_alloc would).
-  static std::atomic<bool (*)()> alloc_fault_for_test;
+  // Checked before each allocation the manager makes (base/alloc_fault.h).
+  static AllocFault alloc_fault_for_test;
+
   // Events recorded and not yet reported.
   uint32_t in_flight() const { return in_flight_.load(std::memory_order_acquire); }
   void* compute_stream(uint32_t i) const { return compute_[i]; }
@@ -78,7 +79,6 @@ class StreamManager {
   };
   void poll_loop();
   void free_event(void* ev);  // under mu_: back to free_events_, or parked while pinned
-  static void may_allocate();
   // An event's pins, and whether it fired meanwhile (it goes back to free_events_ at the last
   // unpin). Parking needs no allocation: the poller, which parks, must never allocate.
   struct Pins {

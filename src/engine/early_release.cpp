@@ -4,15 +4,7 @@
 
 namespace ordo {
 
-std::atomic<bool (*)()> EarlyRelease::alloc_fault_for_test{nullptr};
-
-// Every allocation early release makes goes through here first, so that a test can make any of
-// them fail (alloc_fault_for_test).
-void EarlyRelease::may_allocate() {
-  if (bool (*fails)() = alloc_fault_for_test.load(std::memory_order_relaxed)) {
-    if (fails()) throw std::bad_alloc();
-  }
-}
+AllocFault EarlyRelease::alloc_fault_for_test;
 
 void EarlyRelease::recorded(OpBlock* op, void* event, void* stream, Handoff* out) {
   std::lock_guard<std::mutex> g(mu_);
@@ -53,15 +45,15 @@ void EarlyRelease::join(VarSlot* v, const VarLink* l, OpBlock* op, void* event, 
   if (l->early()) return;  // granted early, so a member already (above)
   try {
     if (it == fronts_.end()) {
-      may_allocate();
+      alloc_fault_for_test.check();
       it = fronts_.emplace(v, Front{op->device_id, {}}).first;
-      may_allocate();
+      alloc_fault_for_test.check();
       it->second.stages.push_back(Stage{l->write(), true, {}});
     }
     Front& f = it->second;
     Stage& active = f.stages.front();
     if (f.device != op->device_id || active.write != l->write()) return;
-    may_allocate();
+    alloc_fault_for_test.check();
     active.members.push_back(Member{op, const_cast<VarLink*>(l), event, stream});
   } catch (const std::bad_alloc&) {
     // Out of memory: the op stays out of the front. Stage 0 then never counts as the whole of
@@ -118,7 +110,7 @@ bool EarlyRelease::grant_group(VarSlot* v, Front& f, VarLink* start, Handoff* ou
   try {
     if (start->write()) {
       if (!eligible(start, f.device)) return false;
-      may_allocate();
+      alloc_fault_for_test.check();
       next.members.push_back(Member{start->op(), start, nullptr, nullptr});
     } else {
       for (VarLink* l = start; l && !l->write(); l = v->queue_after(l)) {
@@ -126,12 +118,12 @@ bool EarlyRelease::grant_group(VarSlot* v, Front& f, VarLink* start, Handoff* ou
           next.whole = false;
           continue;
         }
-        may_allocate();
+        alloc_fault_for_test.check();
         next.members.push_back(Member{l->op(), l, nullptr, nullptr});
       }
     }
     if (next.members.empty()) return false;
-    may_allocate();
+    alloc_fault_for_test.check();
     f.stages.push_back(Stage{next.write, next.whole, {}});  // keeps references to the others
   } catch (const std::bad_alloc&) {
     return false;
@@ -154,7 +146,7 @@ bool EarlyRelease::grant_group(VarSlot* v, Front& f, VarLink* start, Handoff* ou
 
 bool EarlyRelease::room_for_member(Stage* stage) {
   try {
-    may_allocate();
+    alloc_fault_for_test.check();
     stage->members.reserve(stage->members.size() + 1);
     return true;
   } catch (const std::bad_alloc&) {
@@ -176,12 +168,12 @@ bool EarlyRelease::grant_early(VarLink* l, const Stage& after, Handoff* out) {
   StreamManager* gpu = gpu_(ctx_, op->device_id);
   size_t pinned = 0;
   try {
-    may_allocate();
+    alloc_fault_for_test.check();
     if (!op->early_waits) op->early_waits = new EarlyWaits;  // an unused one: issue_waits frees
-    may_allocate();
+    alloc_fault_for_test.check();
     op->early_waits->waits.reserve(op->early_waits->waits.size() + after.members.size());
     for (const Member& m : after.members) {
-      may_allocate();
+      alloc_fault_for_test.check();
       gpu->pin(m.event);
       ++pinned;
     }

@@ -24,7 +24,6 @@
 // order: the mutex, then a push lock (VarSlot::complete may take it as a wait mark fires).
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -32,6 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/alloc_fault.h"
 #include "core/error_record.h"
 #include "core/op_block.h"
 #include "core/var_refs.h"
@@ -83,10 +83,10 @@ class EarlyRelease {
   // the producers' events, which are unpinned. 0, or the backend's error of the failed wait.
   int issue_waits(OpBlock* op, void* stream);
 
-  // For tests: called before each allocation early release makes; true makes it fail (as
-  // std::bad_alloc would). Out of memory, early release grants less, never wrongly: an access
-  // it cannot grant early waits for its real grant, as with early release off.
-  static std::atomic<bool (*)()> alloc_fault_for_test;
+  // Checked before each allocation early release makes (base/alloc_fault.h). Out of memory, early
+  // release grants less, never wrongly: an access it cannot grant early waits for its real
+  // grant, as with early release off.
+  static AllocFault alloc_fault_for_test;
 
  private:
   struct Member {
@@ -112,7 +112,6 @@ class EarlyRelease {
   bool eligible(const VarLink* l, uint8_t device) const;
   bool grant_early(VarLink* l, const Stage& after, Handoff* out);
   static bool room_for_member(Stage* stage);
-  static void may_allocate();
   void leave(VarSlot* v, OpBlock* op);
   void settle(VarLink* granted, Handoff* out);
 

@@ -887,16 +887,16 @@ bool one_allocation_in_four_fails() {
 }
 
 void test_early_out_of_memory(int rounds) {
-  ordo::EarlyRelease::alloc_fault_for_test.store(every_allocation_fails);
+  ordo::EarlyRelease::alloc_fault_for_test.fails.store(every_allocation_fails);
   test_cross_stream_dependency(ORDO_ENGINE_PER_DEVICE, "per_device, no memory for early release",
                                1);
   test_cross_stream_dependency(ORDO_ENGINE_POOLED, "pooled, no memory for early release", 1);
   check(g_early_allocs_failed.load() > 0, "early release tried to allocate, and failed");
-  ordo::EarlyRelease::alloc_fault_for_test.store(one_allocation_in_four_fails);
+  ordo::EarlyRelease::alloc_fault_for_test.fails.store(one_allocation_in_four_fails);
   g_early_allocs_failed.store(0);
   test_early_model(ORDO_ENGINE_PER_DEVICE, rounds);
   test_early_model(ORDO_ENGINE_POOLED, rounds / 2);
-  ordo::EarlyRelease::alloc_fault_for_test.store(nullptr);
+  ordo::EarlyRelease::alloc_fault_for_test.fails.store(nullptr);
   check(g_early_allocs_failed.load() > 10, "allocations failed in the model runs",
         std::to_string(g_early_allocs_failed.load()).c_str());
 }
@@ -931,12 +931,12 @@ void test_stream_manager_out_of_memory() {
   ordo_var v;
   ordo_var_new(e, &v);
   ordo_push_opts o = gpu_opts(0);
-  StreamManager::alloc_fault_for_test.store(sm_every_allocation_fails);
+  StreamManager::alloc_fault_for_test.fails.store(sm_every_allocation_fails);
   check(ordo_opr_push(e, oom_gpu_op, nullptr, nullptr, 0, &v, 1, &o) == ORDO_OK, "oom: push");
   const ordo_status s = ordo_wait_for_var(e, v);
   check(s == ORDO_ERR_OP_FAILED && std::strstr(ordo_last_error_message(), "out of memory"),
         "oom: the op fails with the backend's out of memory", ordo_last_error_message());
-  StreamManager::alloc_fault_for_test.store(nullptr);
+  StreamManager::alloc_fault_for_test.fails.store(nullptr);
   ordo_var_clear_error(e, v);
   check(ordo_opr_push(e, oom_gpu_op, nullptr, nullptr, 0, &v, 1, &o) == ORDO_OK, "oom: push");
   check(ordo_wait_for_var(e, v) == ORDO_OK, "oom: memory back, the next op runs",
@@ -947,7 +947,7 @@ void test_stream_manager_out_of_memory() {
   std::vector<ordo_var> own(kOwn), shared(kShared);
   for (auto& x : own) ordo_var_new(e, &x);
   for (auto& x : shared) ordo_var_new(e, &x);
-  StreamManager::alloc_fault_for_test.store(sm_one_allocation_in_four_fails);
+  StreamManager::alloc_fault_for_test.fails.store(sm_one_allocation_in_four_fails);
   for (int i = 0; i < kOwn; ++i) {
     ordo_opr_push(e, oom_gpu_op, nullptr, nullptr, 0, &own[static_cast<size_t>(i)], 1, &o);
   }
@@ -958,7 +958,7 @@ void test_stream_manager_out_of_memory() {
                   write ? 1 : 0, &o);
   }
   const ordo_status all = ordo_wait_for_all_timeout(e, 30ull * 1000 * 1000 * 1000);
-  StreamManager::alloc_fault_for_test.store(nullptr);
+  StreamManager::alloc_fault_for_test.fails.store(nullptr);
   check(all == ORDO_OK || all == ORDO_ERR_OP_FAILED, "oom: the engine drains",
         ordo_last_error_message());
   int failed = 0;
