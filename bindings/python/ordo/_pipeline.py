@@ -95,31 +95,29 @@ class Pipeflow:
         return InvalidState("ordo: a Pipeflow is valid only inside its pipe callback, on the "
                             "callback's thread", _INVALID_STATE)
 
+    def _get(self, getter: Any, invalid: int) -> int:
+        """A getter's answer; its "invalid" value (a pipeflow used on another thread) raises."""
+        v = int(getter(self._ptr()))
+        if v == invalid:
+            raise self._invalid()
+        return v
+
     @property
     def token(self) -> int:
         """The token's id. In pipe 0: for a fresh token the next id, for a resumed deferred
         token its own id."""
-        v = int(lib.ordo_pipeflow_token(self._ptr()))
-        if v == _U64_MAX:
-            raise self._invalid()
-        return v
+        return self._get(lib.ordo_pipeflow_token, _U64_MAX)
 
     @property
     def line(self) -> int:
         """The line running the callback (0 .. lines-1). In pipe 0, a token that defers does not
         keep this line."""
-        v = int(lib.ordo_pipeflow_line(self._ptr()))
-        if v == _U32_MAX:
-            raise self._invalid()
-        return v
+        return self._get(lib.ordo_pipeflow_line, _U32_MAX)
 
     @property
     def pipe(self) -> int:
         """The pipe running the callback (0 .. len(pipes)-1)."""
-        v = int(lib.ordo_pipeflow_pipe(self._ptr()))
-        if v == _U32_MAX:
-            raise self._invalid()
-        return v
+        return self._get(lib.ordo_pipeflow_pipe, _U32_MAX)
 
     @property
     def num_deferrals(self) -> int:

@@ -470,16 +470,31 @@ pub(crate) fn push<F>(
 where
     F: FnOnce(&mut Exec<'_>) -> OpResult + Send + 'static,
 {
-    let job = Box::into_raw(Box::new(Job {
+    let job = Box::new(Job {
         f: UnsafeCell::new(Some(f)),
         taken: AtomicBool::new(false),
         engine: engine.ptr,
-    }));
+    });
     let (run, free) = (Some(run_job::<F> as _), Some(free_job::<F> as _));
+    push_boxed(engine, opts, reads, writes, job, run, free)
+}
+
+/// Pushes `job` as the op's user data, with `run` and `free` (which drops it); a push that fails
+/// keeps nothing and never calls `free`, so the box is reclaimed here.
+fn push_boxed<J>(
+    engine: &EngineRef,
+    opts: &PushOptions,
+    reads: &[&Var],
+    writes: &[&Var],
+    job: Box<J>,
+    run: sys::ordo_fn,
+    free: sys::ordo_free_fn,
+) -> Result<()> {
+    let job = Box::into_raw(job);
     let s = push_raw(engine, opts, reads, writes, run, free, job as *mut c_void);
     if s != sys::ORDO_OK {
         let err = Error::last(s); // before the closure's drop can make other ordo calls
-                                  // SAFETY: a failed push keeps nothing and never calls free_fn: the box is ours again.
+        // SAFETY: a failed push (or capture) keeps nothing: the box is ours again.
         drop(unsafe { Box::from_raw(job) });
         return Err(err);
     }
@@ -501,19 +516,12 @@ pub(crate) fn push_shared<F>(
 where
     F: Fn(&mut Exec<'_>) -> OpResult + Send + Sync + 'static,
 {
-    let job = Box::into_raw(Box::new(PreparedJob {
+    let job = Box::new(PreparedJob {
         f,
         engine: engine.ptr,
-    }));
+    });
     let (run, free) = (Some(run_prepared::<F> as _), Some(free_prepared::<F> as _));
-    let s = push_raw(engine, opts, reads, writes, run, free, job as *mut c_void);
-    if s != sys::ORDO_OK {
-        let err = Error::last(s);
-        // SAFETY: a failed push (or capture) keeps nothing: the box is ours again.
-        drop(unsafe { Box::from_raw(job) });
-        return Err(err);
-    }
-    Ok(())
+    push_boxed(engine, opts, reads, writes, job, run, free)
 }
 
 // ----------------------------------------------------------------------------------------------
