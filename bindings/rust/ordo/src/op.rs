@@ -493,7 +493,8 @@ fn push_boxed<J>(
     let job = Box::into_raw(job);
     let s = push_raw(engine, opts, reads, writes, run, free, job as *mut c_void);
     if s != sys::ORDO_OK {
-        let err = Error::last(s); // before the closure's drop can make other ordo calls
+        // The error first: the closure's drop may make other ordo calls.
+        let err = Error::last(s);
         // SAFETY: a failed push (or capture) keeps nothing: the box is ours again.
         drop(unsafe { Box::from_raw(job) });
         return Err(err);
