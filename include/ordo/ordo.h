@@ -42,8 +42,9 @@
  *    undefined behaviour). A forced unwind (pthread_exit or pthread_cancel on that thread, as
  *    Python does to a thread that wants the GIL while the interpreter exits; and likewise any
  *    exception that is not C++, such as a Rust panic through a "C-unwind" callback, which ordo
- *    never swallows) passes through ordo and goes on ending the thread: ordo first fails the op (ORDO_ERR_OP_FAILED, "the
- *    callback's thread exited"; an op that had deferred waits for its ordo_complete as usual;
+ *    never swallows) passes through ordo and goes on ending the thread: ordo first fails the
+ *    op (ORDO_ERR_OP_FAILED, "the callback's thread exited"; an op that had deferred waits for
+ *    its ordo_complete as usual;
  *    a free_fn's op completes as it was going to; a pipe callback's pipeline run fails as
  *    pipeline.h says), releases its vars and wakes its waiters, so nothing hangs and nothing
  *    aborts. On its way out the thread runs no more caller code (a
@@ -307,8 +308,9 @@ typedef struct ordo_engine_config {
                              ORDO_TRACE=path.json; default NULL (tracing off, which costs one
                              predictable branch per op). Under ORDO_TRACE (trace_path not
                              set) the process's first engine so traced writes path.json, the
-                             n-th path-n.json, so that none overwrites another's. Records are kept in memory per worker,
-                             at most 1,048,576 per worker (more are counted as dropped). A
+                             n-th path-n.json, so that none overwrites another's. Records
+                             are kept in memory per worker, at most 1,048,576 per worker (more
+                             are counted as dropped). A
                              deferred op's record ends when its callback returns, with the
                              outcome "deferred": its completion (and a failure passed to
                              ordo_complete) is not in the trace, only in ordo_engine_stats and
@@ -462,8 +464,9 @@ ORDO_API ordo_status ordo_engine_queue_count(ordo_engine* e, uint32_t* out);
  * a file with other hard links, so that they keep seeing it), and a file in a folder where no
  * temporary file can be made, are written directly. It holds no lock of the engine while it
  * writes: ordo_engine_stats and new workers do not wait for a slow file (two writes of one
- * engine's trace run one after the other). Op name bytes that are not UTF-8 are written as U+FFFD. Thread-safe; ops keep running meanwhile and those
- * that finish while it writes may or may not be in the file. Errors: INVALID_ARGUMENT (engine or
+ * engine's trace run one after the other). Op name bytes that are not UTF-8 are written as
+ * U+FFFD. Thread-safe; ops keep running meanwhile and those that finish while it writes may or
+ * may not be in the file. Errors: INVALID_ARGUMENT (engine or
  * path NULL, path empty, or the file cannot be written: the message names the reason),
  * INVALID_STATE (tracing is off for this engine: set ordo_engine_config.trace_path or ORDO_TRACE),
  * INVALID_HANDLE (engine freed).
@@ -591,8 +594,8 @@ static inline void ordo_push_opts_init(ordo_push_opts* opts) {
  * Flow control: from a thread that is not running an op of this engine, a push made while more
  * than ordo_engine_config.max_pending ops are pending waits for the workers to catch up (while
  * the count falls; once it stops falling, for a limit learned from how far apart completions
- * come, 1 ms to 100 ms), after the op has been pushed; with ORDO_ENGINE_FLAG_PUSHERS_HELP it first runs ready
- * ops on the calling thread.
+ * come, 1 ms to 100 ms), after the op has been pushed; with ORDO_ENGINE_FLAG_PUSHERS_HELP it
+ * first runs ready ops on the calling thread.
  * Errors: INVALID_ARGUMENT (e or fn NULL, NULL array with non-zero count, bad opts field, more
  * than 65,535 distinct vars), INVALID_HANDLE (any var 0, stale, deleted or foreign),
  * UNSUPPORTED (opts tail or next),
@@ -859,9 +862,9 @@ ORDO_API ordo_status ordo_graph_launch(ordo_graph* g);
  * ordo_opr_push calls run now, on this thread, once each, in capture order (as the engine's
  * free_fns: "from inside an op" for the waits below, and a push from one is made, never
  * recorded), and the captured prepared ops are let go (a prepared op deleted meanwhile then runs
- * its free_fn, when this was its last use). Works after the graph's engine was destroyed. Refused while a launch is in
- * flight: being pushed by another thread, or ops of a launch not yet finished (wait for them,
- * e.g. with ordo_wait_for_all, then destroy).
+ * its free_fn, when this was its last use). Works after the graph's engine was destroyed.
+ * Refused while a launch is in flight: being pushed by another thread, or ops of a launch not
+ * yet finished (wait for them, e.g. with ordo_wait_for_all, then destroy).
  * Errors: INVALID_ARGUMENT (g NULL), INVALID_HANDLE (g destroyed or made up), INVALID_STATE (a
  * launch in flight; nothing happened).
  */
