@@ -46,6 +46,15 @@ _TIMEOUT: int = lib.ORDO_ERR_TIMEOUT
 _SHUTDOWN: int = lib.ORDO_ERR_SHUTDOWN
 _INVALID_HANDLE: int = lib.ORDO_ERR_INVALID_HANDLE
 _NO_TIMEOUT_NS = 1 << 61  # above 2^60 ns: the C API reads it as "no timeout"
+# How long the main thread waits inside C at a time: Python sees Ctrl-C only between C calls.
+_WAIT_SLICE_NS = 100_000_000
+
+
+def _interruptible(ns: Optional[int]) -> bool:
+    """Whether a wait of ns (None: no limit) waits so that Ctrl-C interrupts it: on the main
+    thread (the one Python delivers signals to), when it may last longer than a slice."""
+    return (ns is None or ns > _WAIT_SLICE_NS) and \
+        threading.current_thread() is threading.main_thread()
 _MSG_MAX = 480  # ordo keeps this much of "op 'NAME' failed (code N): MESSAGE"
 
 _KINDS = {
@@ -78,8 +87,19 @@ class _AsyncWait(NamedTuple):
     var: int
 
 
+class _BlockingWait:
+    """A wait() on the main thread, which waits on an Event (Ctrl-C interrupts that) instead of
+    inside C (which Ctrl-C cannot interrupt): the engine sets it with the wait's status."""
+
+    __slots__ = ("done", "status")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.status = OK
+
+
 _ops: dict[int, _Op] = {}
-_async_waits: dict[int, _AsyncWait] = {}
+_async_waits: dict[int, Union[_AsyncWait, _BlockingWait]] = {}
 _keys = itertools.count(1)  # next() is atomic under the GIL
 _finalizing = False  # set at interpreter exit: ops that start after it do not run Python code
 
@@ -189,6 +209,10 @@ def _wait_trampoline(user_data: Any, status: int) -> None:
     try:
         w = _async_waits.pop(_key_of(user_data), None)
         if w is None:
+            return
+        if isinstance(w, _BlockingWait):
+            w.status = status
+            w.done.set()
             return
         exc: Optional[BaseException] = None
         if status == _OP_FAILED:
@@ -644,28 +668,73 @@ class Engine:
         """Blocks (with the GIL released) until every op pushed before this call that reads or
         writes `var` has completed. Raises OpFailed if `var` is then in an error state (``code``
         is the failing op's code), Timeout after `timeout` seconds (0 polls), WouldDeadlock
-        from inside an op of this engine."""
+        from inside an op of this engine. On the main thread Ctrl-C interrupts it
+        (KeyboardInterrupt; the ops go on)."""
         if not isinstance(var, Var):
             raise TypeError(f"ordo: wait needs an ordo.Var, not {type(var).__name__}")
         ns = self._timeout_ns(timeout)
-        if ns is None:
-            st = lib.ordo_wait_for_var(self._ptr, var._handle)
+        if _interruptible(ns) and _wait_callback is not None:
+            st, message = self._wait_var_interruptibly(var._handle, ns)
         else:
-            st = lib.ordo_wait_for_var_timeout(self._ptr, var._handle, ns)
+            if ns is None:
+                st = lib.ordo_wait_for_var(self._ptr, var._handle)
+            else:
+                st = lib.ordo_wait_for_var_timeout(self._ptr, var._handle, ns)
+            message = None
         if st == OK:
             return
         if st == _OP_FAILED:
-            message = last_error_message()
-            code, _ = self._var_error(var._handle)
+            code, text = self._var_error(var._handle)
+            if message is None:
+                message = last_error_message()
+            elif not message:
+                message = text or "an op the wait waited for failed"
             raise OpFailed(message, st, code or self._code_in(message))
         raise error_for(st)
+
+    def _wait_var_interruptibly(self, handle: int, ns: Optional[int]) -> tuple[int, Optional[str]]:
+        """wait(var) on the main thread: the engine calls back when the ops pushed on the var
+        before now have completed, and this thread waits for that on an Event, which Ctrl-C
+        interrupts (KeyboardInterrupt; the ops go on, and nothing else changes). Returns the
+        status and, for OP_FAILED, the message ('' when it must come from the var's error; None:
+        the thread's last error message has it)."""
+        st = lib.ordo_wait_for_var_timeout(self._ptr, handle, 0)  # done already, or misuse
+        if st != _TIMEOUT:
+            return st, None
+        w = _BlockingWait()
+        key = next(_keys)
+        _async_waits[key] = w
+        st = lib.ordo_wait_for_var_async(self._ptr, handle, _wait_callback, ffi.cast("void*", key))
+        if st != OK:
+            _async_waits.pop(key, None)
+            return st, None
+        # On KeyboardInterrupt the registration stays: the callback finds nobody waiting.
+        if w.done.wait(None if ns is None else ns / 1e9):
+            if w.status != _OP_FAILED:
+                return w.status, None
+            # The message the blocking wait gives, when nothing was pushed on the var since.
+            again = lib.ordo_wait_for_var_timeout(self._ptr, handle, 0)
+            return _OP_FAILED, (None if again == _OP_FAILED else "")
+        _async_waits.pop(key, None)
+        # Out of time: the C wait's own account, which names the ops still pending.
+        return lib.ordo_wait_for_var_timeout(self._ptr, handle, _WAIT_SLICE_NS // 100), None
 
     def wait_all(self, timeout: Optional[float] = None) -> None:
         """Blocks (with the GIL released) until every op pushed so far has completed. Raises
         OpFailed if any op failed (or was skipped) since the previous wait_all, naming the first
-        (the record is then cleared); Timeout after `timeout` seconds (the record is kept)."""
+        (the record is then cleared); Timeout after `timeout` seconds (the record is kept). On
+        the main thread Ctrl-C interrupts it (KeyboardInterrupt; the ops go on)."""
         ns = self._timeout_ns(timeout)
-        if ns is None:
+        if _interruptible(ns):
+            # In slices, so that Ctrl-C is seen between two: the same wait, as ordo_wait_for_all
+            # returns when nothing is pending, and a wait that times out changes nothing.
+            deadline = None if ns is None else time.monotonic_ns() + ns
+            while True:
+                left = _WAIT_SLICE_NS if deadline is None else deadline - time.monotonic_ns()
+                st = lib.ordo_wait_for_all_timeout(self._ptr, max(0, min(left, _WAIT_SLICE_NS)))
+                if st != _TIMEOUT or (deadline is not None and left <= _WAIT_SLICE_NS):
+                    break
+        elif ns is None:
             st = lib.ordo_wait_for_all(self._ptr)
         else:
             st = lib.ordo_wait_for_all_timeout(self._ptr, ns)
