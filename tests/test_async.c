@@ -10,34 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_engine_helpers.h"
 #include "test_util.h"
 
 TestSuite(async, .timeout = 30.0);
 
-static int32_t g_kind;
-#define ST(expr, want) TU_ASSERT_ST(expr, want, tu_kind_name(g_kind))
-
-static ordo_engine* make_engine(int32_t kind) {
-  ordo_engine* e = NULL;
-  g_kind = kind;
-  ST(tu_engine_create(kind, 2, &e), ORDO_OK);
-  cr_assert_not_null(e);
-  return e;
-}
-
-static void destroy_engine(ordo_engine* e) {
-  ST(ordo_engine_destroy(e), ORDO_OK);
-}
-
-static ordo_var new_var(ordo_engine* e) {
-  ordo_var v = 0;
-  ST(ordo_var_new(e, &v), ORDO_OK);
-  return v;
-}
-
-static ordo_completion wait_deferred(tu_deferred* d) {
-  ordo_completion h = tu_deferred_wait(d, 5000);
-  cr_assert_neq(h, 0, "%s: the op never deferred", tu_kind_name(g_kind));
+/* wait_deferred, and this file also checks that ordo_exec_defer returned ORDO_OK. */
+static ordo_completion wait_deferred_ok(tu_deferred* d) {
+  ordo_completion h = wait_deferred(d);
   cr_assert_eq(atomic_load(&d->defer_status), ORDO_OK, "%s: ordo_exec_defer -> %s",
                tu_kind_name(g_kind), ordo_status_string(atomic_load(&d->defer_status)));
   return h;
@@ -106,7 +86,7 @@ Test(async, defer_and_complete_from_another_thread) {
     ST(ordo_opr_push(e, tu_defer_fn, &d, NULL, 0, &v, 1, NULL), ORDO_OK);
     ST(ordo_opr_push(e, tu_count_fn, &dep_r, &v, 1, NULL, 0, NULL), ORDO_OK);
     ST(ordo_opr_push(e, tu_count_fn, &dep_w, NULL, 0, &v, 1, NULL), ORDO_OK);
-    ordo_completion h = wait_deferred(&d);
+    ordo_completion h = wait_deferred_ok(&d);
     cr_assert_eq(atomic_load(&d.calls), 1, "%s", tu_kind_name(g_kind));
 
     /* The callback has returned but the op is not complete: dependents have not run. */
@@ -137,7 +117,7 @@ Test(async, wait_blocks_until_complete_from_another_thread) {
     tu_deferred d;
     tu_deferred_init(&d);
     ST(ordo_opr_push(e, tu_defer_fn, &d, NULL, 0, &v, 1, NULL), ORDO_OK);
-    ordo_completion h = wait_deferred(&d);
+    ordo_completion h = wait_deferred_ok(&d);
     completer c;
     completer_start(&c, h, 0, NULL, true);
     ST(ordo_wait_for_var(e, v), ORDO_OK);
@@ -233,7 +213,7 @@ Test(async, return_value_after_defer_is_ignored) {
     tu_deferred d;
     tu_deferred_init(&d);
     ST(ordo_opr_push(e, defer_then_fail_fn, &d, NULL, 0, &v, 1, NULL), ORDO_OK);
-    ordo_completion h = wait_deferred(&d);
+    ordo_completion h = wait_deferred_ok(&d);
     tu_sleep_ms(10);
     ST(ordo_wait_for_var_timeout(e, v, TU_MS_NS(10)), ORDO_ERR_TIMEOUT);
     ST(ordo_complete(h, 0, NULL), ORDO_OK);
@@ -258,7 +238,7 @@ Test(async, complete_twice_and_bad_handles) {
     tu_deferred d1;
     tu_deferred_init(&d1);
     ST(ordo_opr_push(e, tu_defer_fn, &d1, NULL, 0, &v, 1, NULL), ORDO_OK);
-    ordo_completion h1 = wait_deferred(&d1);
+    ordo_completion h1 = wait_deferred_ok(&d1);
     ST(ordo_complete(h1, 0, NULL), ORDO_OK);
     ST(ordo_complete(h1, 0, NULL), ORDO_ERR_INVALID_HANDLE);
     ST(ordo_complete(h1, 5, "late"), ORDO_ERR_INVALID_HANDLE);
@@ -268,7 +248,7 @@ Test(async, complete_twice_and_bad_handles) {
     tu_deferred d2;
     tu_deferred_init(&d2);
     ST(ordo_opr_push(e, tu_defer_fn, &d2, NULL, 0, &v, 1, NULL), ORDO_OK);
-    ordo_completion h2 = wait_deferred(&d2);
+    ordo_completion h2 = wait_deferred_ok(&d2);
     cr_assert_neq(h2, h1, "%s: a completion handle was reused", tu_kind_name(g_kind));
     ST(ordo_complete(h1, 0, NULL), ORDO_ERR_INVALID_HANDLE);
     ST(ordo_complete(h1, 9, "stale"), ORDO_ERR_INVALID_HANDLE);
@@ -293,7 +273,7 @@ Test(async, failed_async_completion_poisons_mutable_vars_with_message) {
     atomic_int dep;
     atomic_init(&dep, 0);
     ST(ordo_opr_push(e, tu_count_fn, &dep, NULL, 0, &v, 1, NULL), ORDO_OK);
-    ordo_completion h = wait_deferred(&d);
+    ordo_completion h = wait_deferred_ok(&d);
     completer c;
     completer_start(&c, h, 77, "link down", false);
     cr_assert_eq(completer_join(&c), ORDO_OK, "%s", tu_kind_name(g_kind));
@@ -749,7 +729,7 @@ Test(async, destroy_waits_for_deferred_completion) {
     atomic_init(&dep, 0);
     ST(ordo_opr_push(e, tu_defer_fn, &d, NULL, 0, &v, 1, NULL), ORDO_OK);
     ST(ordo_opr_push(e, tu_count_fn, &dep, NULL, 0, &v, 1, NULL), ORDO_OK);
-    ordo_completion h = wait_deferred(&d);
+    ordo_completion h = wait_deferred_ok(&d);
     completer c;
     completer_start(&c, h, 0, NULL, true);
     destroy_engine(e);
@@ -784,7 +764,7 @@ Test(async, completion_handles_stay_unique_across_block_reuse) {
     tu_deferred d;
     tu_deferred_init(&d);
     ST(ordo_opr_push(e, tu_defer_fn, &d, NULL, 0, &v, 1, NULL), ORDO_OK);
-    handles[i] = wait_deferred(&d);
+    handles[i] = wait_deferred_ok(&d);
     ST(ordo_complete(handles[i], 0, NULL), ORDO_OK);
     for (int k = 0; k < kPlainPerRound; ++k) {
       ST(ordo_opr_push(e, tu_count_fn, &plain, NULL, 0, &v, 1, NULL), ORDO_OK);

@@ -9,26 +9,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "test_engine_helpers.h"
 #include "test_util.h"
 
 TestSuite(async_wait, .timeout = 60.0);
-
-static int32_t g_kind;
-#define ST(expr, want) TU_ASSERT_ST(expr, want, tu_kind_name(g_kind))
-
-static ordo_engine* make_engine(int32_t kind) {
-  ordo_engine* e = NULL;
-  g_kind = kind;
-  ST(tu_engine_create(kind, 2, &e), ORDO_OK);
-  cr_assert_not_null(e);
-  return e;
-}
-
-static ordo_var new_var(ordo_engine* e) {
-  ordo_var v = 0;
-  ST(ordo_var_new(e, &v), ORDO_OK);
-  return v;
-}
 
 /* One async wait's record: how often fn ran, with what, on which thread, and what the writers
  * had done by then. */

@@ -8,33 +8,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "test_util.h"
+
 TestSuite(engine_kinds, .timeout = 30.0);
-
-static void clear_ordo_env(void) {
-  unsetenv("ORDO_ENGINE");
-  unsetenv("ORDO_CPU_THREADS");
-  unsetenv("ORDO_CPU_PRIORITY_THREADS");
-  unsetenv("ORDO_COPY_THREADS");
-  unsetenv("ORDO_MAX_PENDING");
-}
-
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /* Spins (yielding) until *a != 0 or timeout_ms passes. Returns 1 if the flag was seen. */
 static int wait_flag(atomic_int* a, long timeout_ms) {
-  uint64_t end = now_ms() + (uint64_t)timeout_ms;
+  uint64_t end = tu_now_ms() + (uint64_t)timeout_ms;
   while (!atomic_load(a)) {
-    if (now_ms() > end) return 0;
-    sleep_ms(1);
+    if (tu_now_ms() > end) return 0;
+    tu_sleep_ms(1);
   }
   return 1;
 }
@@ -538,7 +521,7 @@ Test(engine_kinds, env_engine_kind) {
                {"pooled", ORDO_ENGINE_POOLED},
                {"per_device", ORDO_ENGINE_PER_DEVICE}};
   for (size_t i = 0; i < 3; i++) {
-    clear_ordo_env();
+    tu_clear_ordo_env();
     setenv("ORDO_ENGINE", cases[i].value, 1);
     /* Default config struct (kind 0). */
     ordo_engine* e = make_engine(ORDO_ENGINE_DEFAULT, 0);
@@ -553,7 +536,7 @@ Test(engine_kinds, env_engine_kind) {
 }
 
 Test(engine_kinds, env_engine_naive_runs_inline) {
-  clear_ordo_env();
+  tu_clear_ordo_env();
   setenv("ORDO_ENGINE", "naive", 1);
   ordo_engine* e = NULL;
   cr_assert_eq(ordo_engine_create(NULL, &e), ORDO_OK);
@@ -565,7 +548,7 @@ Test(engine_kinds, env_engine_naive_runs_inline) {
 }
 
 Test(engine_kinds, env_thread_counts) {
-  clear_ordo_env();
+  tu_clear_ordo_env();
   setenv("ORDO_CPU_THREADS", "3", 1);
   setenv("ORDO_CPU_PRIORITY_THREADS", "2", 1);
   setenv("ORDO_COPY_THREADS", "2", 1);
@@ -586,7 +569,7 @@ Test(engine_kinds, env_thread_counts) {
 }
 
 Test(engine_kinds, explicit_field_beats_env) {
-  clear_ordo_env();
+  tu_clear_ordo_env();
   setenv("ORDO_ENGINE", "naive", 1);
   setenv("ORDO_CPU_THREADS", "3", 1);
   setenv("ORDO_CPU_PRIORITY_THREADS", "3", 1);
@@ -641,7 +624,7 @@ Test(engine_kinds, bad_env_values_fail_create) {
       {"ORDO_MAX_PENDING", "\t128"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    clear_ordo_env();
+    tu_clear_ordo_env();
     setenv(cases[i].name, cases[i].value, 1);
     ordo_engine* e = (ordo_engine*)(uintptr_t)0x1;
     ordo_status s = ordo_engine_create(NULL, &e);
@@ -659,7 +642,7 @@ Test(engine_kinds, bad_env_values_fail_create) {
 }
 
 Test(engine_kinds, default_cpu_threads_is_hardware_at_least_two) {
-  clear_ordo_env();
+  tu_clear_ordo_env();
   long hw = sysconf(_SC_NPROCESSORS_ONLN);
   int32_t want = hw > 2 ? (int32_t)hw : 2;
   const int32_t kinds[] = {ORDO_ENGINE_POOLED, ORDO_ENGINE_PER_DEVICE};

@@ -12,19 +12,6 @@
 
 TestSuite(engine_lifecycle, .timeout = 30.0);
 
-static void clear_ordo_env(void) {
-  unsetenv("ORDO_ENGINE");
-  unsetenv("ORDO_CPU_THREADS");
-  unsetenv("ORDO_CPU_PRIORITY_THREADS");
-  unsetenv("ORDO_COPY_THREADS");
-  unsetenv("ORDO_MAX_PENDING");
-}
-
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
 static ordo_engine* create_engine(const ordo_engine_config* cfg) {
   ordo_engine* e = NULL;
   ordo_status s = ordo_engine_create(cfg, &e);
@@ -71,7 +58,7 @@ static int thread_count(void) {
 static int thread_count_settles_to(int want) {
   int n = thread_count();
   for (int i = 0; i < 200 && n != want; i++) {
-    sleep_ms(10);
+    tu_sleep_ms(10);
     n = thread_count();
   }
   return n;
@@ -124,7 +111,7 @@ static void free_count(void* ud) {
 }
 
 Test(engine_lifecycle, create_null_cfg_and_destroy) {
-  clear_ordo_env();
+  tu_clear_ordo_env();
   ordo_engine* e = NULL;
   cr_assert_eq(ordo_engine_create(NULL, &e), ORDO_OK, "%s", ordo_last_error_message());
   cr_assert_not_null(e);
@@ -132,7 +119,7 @@ Test(engine_lifecycle, create_null_cfg_and_destroy) {
 }
 
 Test(engine_lifecycle, create_each_kind_and_destroy) {
-  clear_ordo_env();
+  tu_clear_ordo_env();
   const int32_t kinds[] = {ORDO_ENGINE_DEFAULT, ORDO_ENGINE_NAIVE, ORDO_ENGINE_POOLED,
                            ORDO_ENGINE_PER_DEVICE};
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
@@ -152,7 +139,7 @@ Test(engine_lifecycle, create_with_null_out) {
 }
 
 Test(engine_lifecycle, create_failure_sets_out_to_null) {
-  clear_ordo_env();
+  tu_clear_ordo_env();
   struct {
     int32_t kind, cpu, prio, copy, max_pending;
   } bad[] = {
@@ -284,7 +271,7 @@ Test(engine_lifecycle, push_after_destroy_returns_shutdown) {
  * must be refused before any group starts, or its threads would live on until the last
  * release. */
 Test(engine_lifecycle, push_after_destroy_starts_no_threads) {
-  clear_ordo_env();
+  tu_clear_ordo_env();
   ordo_engine* e = make_per_device_engine(2, 4, 4);
   cr_assert_eq(ordo_engine_retain(e), ORDO_OK);
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
@@ -345,7 +332,7 @@ static void create_destroy_loop(int32_t kind, int iterations) {
 }
 
 Test(engine_lifecycle, create_destroy_loop_leaks_no_threads) {
-  clear_ordo_env();
+  tu_clear_ordo_env();
   int before = thread_count();
   create_destroy_loop(ORDO_ENGINE_DEFAULT, 100);
   create_destroy_loop(ORDO_ENGINE_POOLED, 50);
@@ -355,7 +342,7 @@ Test(engine_lifecycle, create_destroy_loop_leaks_no_threads) {
 }
 
 Test(engine_lifecycle, release_to_zero_leaks_no_threads) {
-  clear_ordo_env();
+  tu_clear_ordo_env();
   int before = thread_count();
   for (int i = 0; i < 50; i++) {
     ordo_engine* e = NULL;
@@ -367,7 +354,7 @@ Test(engine_lifecycle, release_to_zero_leaks_no_threads) {
 }
 
 Test(engine_lifecycle, pooled_engine_starts_its_workers) {
-  clear_ordo_env();
+  tu_clear_ordo_env();
   int before = thread_count();
   ordo_engine* e = make_engine(ORDO_ENGINE_POOLED, 4);
   int during = thread_count();
@@ -378,7 +365,7 @@ Test(engine_lifecycle, pooled_engine_starts_its_workers) {
 }
 
 Test(engine_lifecycle, naive_engine_starts_no_threads) {
-  clear_ordo_env();
+  tu_clear_ordo_env();
   int before = thread_count();
   ordo_engine* e = make_engine(ORDO_ENGINE_NAIVE, 0);
   int during = thread_count();
@@ -400,7 +387,7 @@ static ordo_engine_config get_config(ordo_engine* e) {
 }
 
 Test(engine_lifecycle, get_config_explicit_pooled) {
-  clear_ordo_env();
+  tu_clear_ordo_env();
   ordo_engine* e = make_engine(ORDO_ENGINE_POOLED, 3);
   ordo_engine_config c = get_config(e);
   cr_assert_eq(c.struct_size, (uint32_t)sizeof(ordo_engine_config));
@@ -412,7 +399,7 @@ Test(engine_lifecycle, get_config_explicit_pooled) {
 }
 
 Test(engine_lifecycle, get_config_explicit_per_device) {
-  clear_ordo_env();
+  tu_clear_ordo_env();
   ordo_engine* e = make_per_device_engine(3, 2, 2);
   ordo_engine_config c = get_config(e);
   cr_assert_eq(c.kind, ORDO_ENGINE_PER_DEVICE);
@@ -423,7 +410,7 @@ Test(engine_lifecycle, get_config_explicit_per_device) {
 }
 
 Test(engine_lifecycle, get_config_defaults) {
-  clear_ordo_env();
+  tu_clear_ordo_env();
   ordo_engine* e = NULL;
   cr_assert_eq(ordo_engine_create(NULL, &e), ORDO_OK);
   ordo_engine_config c = get_config(e);
@@ -439,7 +426,7 @@ Test(engine_lifecycle, get_config_defaults) {
 }
 
 Test(engine_lifecycle, get_config_max_pending) {
-  clear_ordo_env();
+  tu_clear_ordo_env();
   const int32_t values[] = {-1, 100000};
   for (size_t i = 0; i < 2; i++) {
     ordo_engine_config cfg;
@@ -461,7 +448,7 @@ Test(engine_lifecycle, get_config_max_pending) {
 }
 
 Test(engine_lifecycle, get_config_naive_kind) {
-  clear_ordo_env();
+  tu_clear_ordo_env();
   ordo_engine* e = make_engine(ORDO_ENGINE_NAIVE, 0);
   ordo_engine_config c = get_config(e);
   cr_assert_eq(c.kind, ORDO_ENGINE_NAIVE);
@@ -469,7 +456,7 @@ Test(engine_lifecycle, get_config_naive_kind) {
 }
 
 Test(engine_lifecycle, get_config_writes_at_most_struct_size) {
-  clear_ordo_env();
+  tu_clear_ordo_env();
   ordo_engine* e = make_engine(ORDO_ENGINE_POOLED, 3);
   union {
     ordo_engine_config c;

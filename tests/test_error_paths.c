@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "test_engine_helpers.h"
 #include "test_util.h"
 
 TestSuite(error_paths, .timeout = 30.0);
@@ -36,23 +37,6 @@ TestSuite(error_paths, .timeout = 30.0);
 #ifndef UNDER_TSAN
 #define UNDER_TSAN 0
 #endif
-
-static int32_t g_kind;
-#define ST(expr, want) TU_ASSERT_ST(expr, want, tu_kind_name(g_kind))
-
-static ordo_engine* make_engine(int32_t kind) {
-  ordo_engine* e = NULL;
-  g_kind = kind;
-  ST(tu_engine_create(kind, 2, &e), ORDO_OK);
-  cr_assert_not_null(e);
-  return e;
-}
-
-static ordo_var new_var(ordo_engine* e) {
-  ordo_var v = 0;
-  ST(ordo_var_new(e, &v), ORDO_OK);
-  return v;
-}
 
 /* What a failed call left in msg (copied on the thread that made it) must be: the call's name
  * and a colon first (the header's convention; `call` ordo_wait_for_var stands for the _timeout

@@ -10,28 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_engine_helpers.h"
 #include "test_util.h"
 
 TestSuite(ordering, .timeout = 30.0);
 
-static int32_t g_kind;
-#define ST(expr, want) TU_ASSERT_ST(expr, want, tu_kind_name(g_kind))
-
-static ordo_engine* make_engine(int32_t kind) {
-  ordo_engine* e = NULL;
-  g_kind = kind;
-  ST(tu_engine_create(kind, 2, &e), ORDO_OK);
-  cr_assert_not_null(e);
-  return e;
-}
-
-static void destroy_engine(ordo_engine* e) {
-  ST(ordo_engine_destroy(e), ORDO_OK);
-}
-
-static ordo_var new_var(ordo_engine* e) {
-  ordo_var v = 0;
-  ST(ordo_var_new(e, &v), ORDO_OK);
+/* new_var, and this file also checks that a new var's handle is never 0. */
+static ordo_var new_nonzero_var(ordo_engine* e) {
+  ordo_var v = new_var(e);
   cr_assert_neq(v, 0);
   return v;
 }
@@ -90,7 +76,7 @@ Test(ordering, writes_to_one_var_run_in_push_order) {
   enum { N = 10000 };
   for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
     ordo_engine* e = make_engine(tu_all_kinds[k]);
-    ordo_var v = new_var(e);
+    ordo_var v = new_nonzero_var(e);
     seq_ctx c;
     seq_ctx_init(&c, N);
     seq_item* items = calloc(N, sizeof *items);
@@ -155,7 +141,7 @@ Test(ordering, readers_and_writers_see_exactly_the_writes_pushed_before) {
   enum { N = 4000 };
   for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
     ordo_engine* e = make_engine(tu_all_kinds[k]);
-    ordo_var v = new_var(e);
+    ordo_var v = new_nonzero_var(e);
     rw_ctx c;
     memset(&c, 0, sizeof c);
     rw_item* items = calloc(N, sizeof *items);
@@ -216,7 +202,7 @@ static int32_t meet_fn(ordo_exec* exec, void* ud) {
 Test(ordering, two_readers_of_one_var_overlap) {
   for (int k = 0; k < TU_NUM_THREADED_KINDS; ++k) {
     ordo_engine* e = make_engine(tu_threaded_kinds[k]);
-    ordo_var v = new_var(e);
+    ordo_var v = new_nonzero_var(e);
     meet_ctx m;
     meet_init(&m, 2);
     ST(ordo_opr_push(e, meet_fn, &m, &v, 1, NULL, 0, NULL), ORDO_OK);
@@ -234,8 +220,8 @@ Test(ordering, readers_after_a_writer_overlap_each_other) {
    * writer and then overlap. */
   for (int k = 0; k < TU_NUM_THREADED_KINDS; ++k) {
     ordo_engine* e = make_engine(tu_threaded_kinds[k]);
-    ordo_var v = new_var(e);
-    ordo_var u = new_var(e);
+    ordo_var v = new_nonzero_var(e);
+    ordo_var u = new_nonzero_var(e);
     atomic_int wrote;
     atomic_init(&wrote, 0);
     ST(ordo_opr_push(e, tu_count_fn, &wrote, NULL, 0, &v, 1, NULL), ORDO_OK);
@@ -256,8 +242,8 @@ Test(ordering, readers_after_a_writer_overlap_each_other) {
 Test(ordering, independent_ops_run_concurrently) {
   for (int k = 0; k < TU_NUM_THREADED_KINDS; ++k) {
     ordo_engine* e = make_engine(tu_threaded_kinds[k]);
-    ordo_var a = new_var(e);
-    ordo_var b = new_var(e);
+    ordo_var a = new_nonzero_var(e);
+    ordo_var b = new_nonzero_var(e);
 
     /* Writers of two different vars. */
     meet_ctx m1;
@@ -388,7 +374,7 @@ static int32_t late_writer_fn(ordo_exec* exec, void* ud) {
 Test(ordering, readers_wait_for_writer_and_writer_waits_for_all_readers) {
   for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
     ordo_engine* e = make_engine(tu_all_kinds[k]);
-    ordo_var v = new_var(e);
+    ordo_var v = new_nonzero_var(e);
     gate_ctx g;
     memset(&g, 0, sizeof g);
     g.hold = tu_all_kinds[k] != ORDO_ENGINE_NAIVE;
@@ -421,8 +407,8 @@ Test(ordering, readers_wait_for_writer_and_writer_waits_for_all_readers) {
 Test(ordering, duplicate_vars_count_once) {
   for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
     ordo_engine* e = make_engine(tu_all_kinds[k]);
-    ordo_var v = new_var(e);
-    ordo_var w = new_var(e);
+    ordo_var v = new_nonzero_var(e);
+    ordo_var w = new_nonzero_var(e);
     atomic_int ran;
     atomic_init(&ran, 0);
     ordo_var cv[3] = {v, v, v};
@@ -463,8 +449,8 @@ Test(ordering, var_in_both_lists_counts_as_mutable) {
   for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
     int32_t kind = tu_all_kinds[k];
     ordo_engine* e = make_engine(kind);
-    ordo_var v = new_var(e);
-    ordo_var u = new_var(e);
+    ordo_var v = new_nonzero_var(e);
+    ordo_var u = new_nonzero_var(e);
     int linger = kind == ORDO_ENGINE_NAIVE ? 0 : 15;
     enum { N = 10 };
     seq_ctx c;
@@ -606,8 +592,8 @@ static void* mt_pusher(void* p) {
 Test(ordering, concurrent_pushes_in_opposite_var_orders_are_linearizable) {
   for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
     ordo_engine* e = make_engine(tu_all_kinds[k]);
-    ordo_var a = new_var(e);
-    ordo_var b = new_var(e);
+    ordo_var a = new_nonzero_var(e);
+    ordo_var b = new_nonzero_var(e);
     mt_ctx c;
     memset(&c, 0, sizeof c);
     for (int t = 0; t < MT_THREADS; ++t) atomic_store(&c.last_seq[t], -1);
@@ -670,7 +656,7 @@ Test(ordering, each_threads_program_order_is_kept_per_var) {
   enum { T = 3, N = 5000 };
   for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
     ordo_engine* e = make_engine(tu_all_kinds[k]);
-    ordo_var shared = new_var(e);
+    ordo_var shared = new_nonzero_var(e);
     seq_ctx ctx[T];
     seq_item* items[T];
     po_arg args[T];
@@ -681,7 +667,7 @@ Test(ordering, each_threads_program_order_is_kept_per_var) {
       seq_ctx_init(&ctx[t], N);
       items[t] = calloc(N, sizeof(seq_item));
       cr_assert_not_null(items[t]);
-      args[t] = (po_arg){e, new_var(e), shared, &ctx[t], items[t], N, &fail};
+      args[t] = (po_arg){e, new_nonzero_var(e), shared, &ctx[t], items[t], N, &fail};
     }
     for (int t = 0; t < T; ++t) cr_assert_eq(pthread_create(&th[t], NULL, po_pusher, &args[t]), 0);
     for (int t = 0; t < T; ++t) pthread_join(th[t], NULL);
@@ -843,7 +829,7 @@ Test(ordering, ops_of_1_to_20_vars_keep_the_order_over_reused_blocks, .timeout =
   for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
     ordo_engine* e = make_engine(tu_all_kinds[k]);
     ordo_var vars[kWideVars];
-    for (int v = 0; v < kWideVars; ++v) vars[v] = new_var(e);
+    for (int v = 0; v < kWideVars; ++v) vars[v] = new_nonzero_var(e);
     wide_ctx* c = calloc(1, sizeof *c);
     wide_op* ops = calloc(kWideOps, sizeof *ops);
     cr_assert(c && ops);
@@ -996,7 +982,7 @@ static int32_t spin_then_count(ordo_exec* x, void* ud) {
 
 static void reader_beside_deferred_reader(int32_t kind, int rounds) {
   ordo_engine* e = make_engine(kind);
-  ordo_var v = new_var(e);
+  ordo_var v = new_nonzero_var(e);
   atomic_int w_ran, r2_ran;
   atomic_init(&w_ran, 0);
   atomic_init(&r2_ran, 0);

@@ -7,24 +7,15 @@
 #include <string.h>
 #include <time.h>
 
+#include "test_util.h"
+
 TestSuite(prepared, .timeout = 30.0);
 
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static int wait_flag(atomic_int* a, int want, long timeout_ms) {
-  uint64_t end = now_ms() + (uint64_t)timeout_ms;
+  uint64_t end = tu_now_ms() + (uint64_t)timeout_ms;
   while (atomic_load(a) < want) {
-    if (now_ms() > end) return 0;
-    sleep_ms(1);
+    if (tu_now_ms() > end) return 0;
+    tu_sleep_ms(1);
   }
   return 1;
 }
@@ -151,12 +142,12 @@ static int32_t op_reader(ordo_exec* x, void* ud) {
   struct readers* r = ud;
   atomic_fetch_add(&r->inside, 1);
   /* Wait (bounded) for a second reader to be inside too: readers must be able to overlap. */
-  uint64_t end = now_ms() + 2000;
-  while (atomic_load(&r->inside) < 2 && now_ms() < end) sleep_ms(1);
+  uint64_t end = tu_now_ms() + 2000;
+  while (atomic_load(&r->inside) < 2 && tu_now_ms() < end) tu_sleep_ms(1);
   if (atomic_load(&r->inside) >= 2) atomic_fetch_add(&r->met, 1);
   atomic_fetch_add(&r->count, 1);
   /* Stay until the partner has seen us too (bounded), however late the scheduler runs it. */
-  while (atomic_load(&r->met) < 2 && now_ms() < end) sleep_ms(1);
+  while (atomic_load(&r->met) < 2 && tu_now_ms() < end) tu_sleep_ms(1);
   atomic_fetch_sub(&r->inside, 1);
   return 0;
 }
@@ -325,7 +316,7 @@ Test(prepared, free_fn_not_before_delete) {
   cr_assert_eq(ordo_opr_new(e, op_run, NULL, NULL, 0, NULL, 0, &o, &p), ORDO_OK);
   for (int i = 0; i < 50; i++) cr_assert_eq(ordo_opr_push_prepared(e, p, 0), ORDO_OK);
   cr_assert_eq(ordo_wait_for_all(e), ORDO_OK);
-  sleep_ms(20);
+  tu_sleep_ms(20);
   cr_assert_eq(atomic_load(&g_runs), 50);
   cr_assert_eq(atomic_load(&g_freed), 0, "free_fn ran before ordo_opr_delete");
   /* Still usable. */
@@ -461,7 +452,7 @@ Test(prepared, long_var_list_pushes_delete_and_refusal) {
   cr_assert_eq(ordo_opr_push_prepared(e, p, 0), ORDO_ERR_INVALID_HANDLE);
   cr_assert_eq(ordo_opr_push_prepared(e, p, 0), ORDO_ERR_INVALID_HANDLE);
   cr_assert_eq(ordo_wait_for_all(e), ORDO_OK);
-  sleep_ms(10);
+  tu_sleep_ms(10);
   cr_assert_eq(atomic_load(&g_freed), 0, "free_fn ran while the handle was live");
   cr_assert_eq(ordo_opr_delete(e, p), ORDO_OK);
   cr_assert(wait_flag(&g_freed, 1, 2000), "free_fn never ran after delete");

@@ -10,30 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_engine_helpers.h"
 #include "test_util.h"
 
 TestSuite(push_from_op, .timeout = 30.0);
-
-static int32_t g_kind;
-#define ST(expr, want) TU_ASSERT_ST(expr, want, tu_kind_name(g_kind))
-
-static ordo_engine* make_engine(int32_t kind) {
-  ordo_engine* e = NULL;
-  g_kind = kind;
-  ST(tu_engine_create(kind, 2, &e), ORDO_OK);
-  cr_assert_not_null(e);
-  return e;
-}
-
-static void destroy_engine(ordo_engine* e) {
-  ST(ordo_engine_destroy(e), ORDO_OK);
-}
-
-static ordo_var new_var(ordo_engine* e) {
-  ordo_var v = 0;
-  ST(ordo_var_new(e, &v), ORDO_OK);
-  return v;
-}
 
 /* ------------------------------------------------------------------------------------------- */
 /* A parent pushes a child on a var it mutates (or reads); the child runs after the parent.     */

@@ -13,11 +13,6 @@
 
 TestSuite(refcount, .timeout = 30.0);
 
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
 static ordo_engine* make_engine(int32_t kind) {
   ordo_engine_config cfg;
   ordo_engine_config_init(&cfg);
@@ -382,7 +377,7 @@ static void check_last_release_waits_for_deferred_op(int32_t kind) {
   ordo_var v;
   cr_assert_eq(ordo_var_new(e, &v), ORDO_OK);
   cr_assert_eq(ordo_opr_push(e, op_defer_only, NULL, NULL, 0, &v, 1, NULL), ORDO_OK);
-  for (int i = 0; i < 5000 && atomic_load(&g_deferred_handle) == 0; ++i) sleep_ms(1);
+  for (int i = 0; i < 5000 && atomic_load(&g_deferred_handle) == 0; ++i) tu_sleep_ms(1);
   cr_assert_neq(atomic_load(&g_deferred_handle), 0, "the op never deferred");
   pthread_t t;
   caller_gate_init(&g_release_gate);

@@ -200,6 +200,16 @@ static inline int tu_pin_to_one_cpu(void) {
 }
 #endif
 
+/** Unsets the ORDO_* environment variables that override an engine's configuration, so that
+ *  the config a test passes is the one it gets. */
+static inline void tu_clear_ordo_env(void) {
+  unsetenv("ORDO_ENGINE");
+  unsetenv("ORDO_CPU_THREADS");
+  unsetenv("ORDO_CPU_PRIORITY_THREADS");
+  unsetenv("ORDO_COPY_THREADS");
+  unsetenv("ORDO_MAX_PENDING");
+}
+
 /** Kinds with worker threads that can overlap ops (pooled, per_device). */
 static const int32_t tu_threaded_kinds[] = {ORDO_ENGINE_POOLED, ORDO_ENGINE_PER_DEVICE};
 #define TU_NUM_THREADED_KINDS 2
