@@ -22,6 +22,9 @@ CHILD = """
 import os, queue, signal, sys, threading, time
 import ordo
 
+# Python raises KeyboardInterrupt on SIGINT only where SIGINT was not ignored when it started,
+# and a shell ignores it in the commands it starts in the background (as CI does).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 kind, call = sys.argv[1], sys.argv[2]
 with ordo.Engine(workers=2, kind=kind) as e:
     v = e.var()
