@@ -4,7 +4,9 @@
 #   2. `pip install bindings/python` into a fresh virtual environment (cffi from the system's
 #      site-packages, setuptools fetched by pip's isolated build), then the shared scenarios
 #      again through the installed copy.
-# Installs pytest (and cffi) with pip when missing.
+# Installs pytest (and cffi) when missing: with pip, or from Debian (python3-pytest,
+# python3-cffi) where pip refuses (Debian's own python3 is "externally managed"), and Debian's
+# python3-venv when the venv cannot be made.
 #   bash tests/run_python.sh [BUILD]
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
@@ -12,8 +14,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 lib="$build/src/libordo.so.0"
 [ -e "$lib" ] || { echo "run_python.sh: $lib is missing: build first (make all)" >&2; exit 1; }
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
+apt_install() { bash "$root/tools/apt-install.sh" run_python.sh "$@"; }
 for mod in cffi pytest; do
-  python3 -c "import $mod" 2>/dev/null || python3 -m pip install -q "$mod"
+  python3 -c "import $mod" 2>/dev/null && continue
+  python3 -m pip install -q "$mod" 2>/dev/null || apt_install "python3-$mod"
+  python3 -c "import $mod" || { echo "run_python.sh: $mod is still missing" >&2; exit 1; }
 done
 export ORDO_LIBRARY="$lib"
 # no cache folder in the source tree; the exit tests' children read ORDO_EXIT_TIMEOUT themselves
@@ -25,7 +30,11 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir "$tmp/src"
 (cd "$root/bindings/python" && tar --exclude=build --exclude='*.egg-info' --exclude=__pycache__ \
   --exclude=.pytest_cache -cf - .) | tar -xf - -C "$tmp/src"
-python3 -m venv --system-site-packages "$tmp/venv"
+python3 -m venv --system-site-packages "$tmp/venv" 2>/dev/null || {
+  rm -rf "$tmp/venv" # Debian's python3 makes venvs only with python3-venv (ensurepip)
+  apt_install python3-venv
+  python3 -m venv --system-site-packages "$tmp/venv"
+}
 "$tmp/venv/bin/python" -m pip install -q "$tmp/src" ||
   { echo "run_python.sh: pip install bindings/python failed (its isolated build fetches" \
       "setuptools from PyPI)" >&2; exit 1; }
