@@ -21,6 +21,12 @@ static ordo_go_ret result(ordo_status s) {
   return r;
 }
 
+/* The shim's own allocation failed (before any ordo call): the status alone says it. */
+static ordo_go_ret no_memory(void) {
+  ordo_go_ret r = {ORDO_ERR_NO_MEMORY, 0, 0, NULL};
+  return r;
+}
+
 static ordo_engine* engine(uintptr_t e) { return (ordo_engine*)e; }
 
 ordo_go_ret ordo_go_engine_create(int32_t kind, int32_t cpu_threads, int32_t gpu_compute_streams,
@@ -103,10 +109,7 @@ ordo_go_ret ordo_go_push(uintptr_t e, uintptr_t h, const ordo_var* reads, size_t
                          const ordo_var* writes, size_t nwrites, int32_t priority, int32_t prop,
                          const char* name) {
   go_op* op = (go_op*)malloc(sizeof *op);
-  if (op == NULL) {
-    ordo_go_ret r = {ORDO_ERR_NO_MEMORY, 0, 0, NULL};
-    return r;
-  }
+  if (op == NULL) return no_memory();
   op->handle = h;
   op->keep = capturing != 0 && capturing == e;
   ordo_push_opts opts;
@@ -198,10 +201,7 @@ static void go_wait_done(void* user_data, ordo_status status) {
 
 ordo_go_ret ordo_go_wait_async(uintptr_t e, ordo_var v, uintptr_t h) {
   go_wait* w = (go_wait*)malloc(sizeof *w);
-  if (w == NULL) {
-    ordo_go_ret r = {ORDO_ERR_NO_MEMORY, 0, 0, NULL};
-    return r;
-  }
+  if (w == NULL) return no_memory();
   w->handle = h;
   w->engine = engine(e);
   w->var = v;
@@ -263,10 +263,7 @@ ordo_go_ret ordo_go_pipeline_create(uintptr_t e, uint32_t lines, const int64_t* 
                                     const uintptr_t* handles, size_t n) {
   int ok;
   ordo_pipe* pipes = make_pipes(types, handles, n, &ok);
-  if (!ok) {
-    ordo_go_ret r = {ORDO_ERR_NO_MEMORY, 0, 0, NULL};
-    return r;
-  }
+  if (!ok) return no_memory();
   ordo_pipeline* p = NULL;
   ordo_go_ret r = result(ordo_pipeline_create(engine(e), lines, pipes, n, &p));
   free(pipes); /* copied by ordo */
@@ -280,10 +277,7 @@ ordo_go_ret ordo_go_pipeline_reset_pipes(uintptr_t p, uint32_t lines, const int6
                                          const uintptr_t* handles, size_t n) {
   int ok;
   ordo_pipe* pipes = make_pipes(types, handles, n, &ok);
-  if (!ok) {
-    ordo_go_ret r = {ORDO_ERR_NO_MEMORY, 0, 0, NULL};
-    return r;
-  }
+  if (!ok) return no_memory();
   ordo_go_ret r = result(ordo_pipeline_reset_pipes(pipeline(p), lines, pipes, n));
   free(pipes);
   return r;
