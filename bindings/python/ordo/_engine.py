@@ -46,15 +46,35 @@ _TIMEOUT: int = lib.ORDO_ERR_TIMEOUT
 _SHUTDOWN: int = lib.ORDO_ERR_SHUTDOWN
 _INVALID_HANDLE: int = lib.ORDO_ERR_INVALID_HANDLE
 _NO_TIMEOUT_NS = 1 << 61  # above 2^60 ns: the C API reads it as "no timeout"
-# How long the main thread waits inside C at a time: Python sees Ctrl-C only between C calls.
-_WAIT_SLICE_NS = 100_000_000
 
 
-def _interruptible(ns: Optional[int]) -> bool:
-    """Whether a wait of ns (None: no limit) waits so that Ctrl-C interrupts it: on the main
-    thread (the one Python delivers signals to), when it may last longer than a slice."""
-    return (ns is None or ns > _WAIT_SLICE_NS) and \
-        threading.current_thread() is threading.main_thread()
+def _wait_interruptibly(wait: Callable[[int], int],
+                        ns: Optional[int]) -> tuple[int, Optional[str]]:
+    """Runs the C wait `wait(timeout_ns)` so that Ctrl-C interrupts it when called on the main
+    thread (the one Python delivers signals to): Python sees a signal only between two C calls,
+    so the wait runs on a helper thread while this one waits on an Event, which Ctrl-C
+    interrupts (KeyboardInterrupt; the C wait and the ops go on, and nothing else changes). The
+    same C call either way, so the same snapshot and ordering. Returns the status and the
+    message when it is not this thread's last error message (the helper thread's)."""
+    if threading.current_thread() is not threading.main_thread():
+        return wait(_NO_TIMEOUT_NS if ns is None else ns), None
+    st = wait(0)  # done already, or refused (WOULD_DEADLOCK inside an op): on this thread
+    if st != _TIMEOUT or ns == 0:
+        return st, None
+    result: list[tuple[int, Optional[str]]] = []
+    done = threading.Event()
+
+    def run() -> None:
+        s = wait(_NO_TIMEOUT_NS if ns is None else ns)
+        result.append((s, last_error_message() if s != OK else None))
+        done.set()
+
+    try:
+        threading.Thread(target=run, name="ordo-wait", daemon=True).start()
+    except RuntimeError:  # no thread to be had: wait here, as other threads do
+        return wait(_NO_TIMEOUT_NS if ns is None else ns), None
+    done.wait()
+    return result[0]
 _MSG_MAX = 480  # ordo keeps this much of "op 'NAME' failed (code N): MESSAGE"
 
 _KINDS = {
@@ -87,19 +107,8 @@ class _AsyncWait(NamedTuple):
     var: int
 
 
-class _BlockingWait:
-    """A wait() on the main thread, which waits on an Event (Ctrl-C interrupts that) instead of
-    inside C (which Ctrl-C cannot interrupt): the engine sets it with the wait's status."""
-
-    __slots__ = ("done", "status")
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.status = OK
-
-
 _ops: dict[int, _Op] = {}
-_async_waits: dict[int, Union[_AsyncWait, _BlockingWait]] = {}
+_async_waits: dict[int, _AsyncWait] = {}
 _keys = itertools.count(1)  # next() is atomic under the GIL
 _finalizing = False  # set at interpreter exit: ops that start after it do not run Python code
 
@@ -209,10 +218,6 @@ def _wait_trampoline(user_data: Any, status: int) -> None:
     try:
         w = _async_waits.pop(_key_of(user_data), None)
         if w is None:
-            return
-        if isinstance(w, _BlockingWait):
-            w.status = status
-            w.done.set()
             return
         exc: Optional[BaseException] = None
         if status == _OP_FAILED:
@@ -672,78 +677,33 @@ class Engine:
         (KeyboardInterrupt; the ops go on)."""
         if not isinstance(var, Var):
             raise TypeError(f"ordo: wait needs an ordo.Var, not {type(var).__name__}")
-        ns = self._timeout_ns(timeout)
-        if _interruptible(ns) and _wait_callback is not None:
-            st, message = self._wait_var_interruptibly(var._handle, ns)
-        else:
-            if ns is None:
-                st = lib.ordo_wait_for_var(self._ptr, var._handle)
-            else:
-                st = lib.ordo_wait_for_var_timeout(self._ptr, var._handle, ns)
-            message = None
+        ptr, handle = self._ptr, var._handle
+        st, message = _wait_interruptibly(
+            lambda ns: lib.ordo_wait_for_var_timeout(ptr, handle, ns), self._timeout_ns(timeout))
         if st == OK:
             return
+        if message is None:
+            message = last_error_message()
         if st == _OP_FAILED:
-            code, text = self._var_error(var._handle)
-            if message is None:
-                message = last_error_message()
-            elif not message:
-                message = text or "an op the wait waited for failed"
+            code, _ = self._var_error(handle)
             raise OpFailed(message, st, code or self._code_in(message))
-        raise error_for(st)
-
-    def _wait_var_interruptibly(self, handle: int, ns: Optional[int]) -> tuple[int, Optional[str]]:
-        """wait(var) on the main thread: the engine calls back when the ops pushed on the var
-        before now have completed, and this thread waits for that on an Event, which Ctrl-C
-        interrupts (KeyboardInterrupt; the ops go on, and nothing else changes). Returns the
-        status and, for OP_FAILED, the message ('' when it must come from the var's error; None:
-        the thread's last error message has it)."""
-        st = lib.ordo_wait_for_var_timeout(self._ptr, handle, 0)  # done already, or misuse
-        if st != _TIMEOUT:
-            return st, None
-        w = _BlockingWait()
-        key = next(_keys)
-        _async_waits[key] = w
-        st = lib.ordo_wait_for_var_async(self._ptr, handle, _wait_callback, ffi.cast("void*", key))
-        if st != OK:
-            _async_waits.pop(key, None)
-            return st, None
-        # On KeyboardInterrupt the registration stays: the callback finds nobody waiting.
-        if w.done.wait(None if ns is None else ns / 1e9):
-            if w.status != _OP_FAILED:
-                return w.status, None
-            # The message the blocking wait gives, when nothing was pushed on the var since.
-            again = lib.ordo_wait_for_var_timeout(self._ptr, handle, 0)
-            return _OP_FAILED, (None if again == _OP_FAILED else "")
-        _async_waits.pop(key, None)
-        # Out of time: the C wait's own account, which names the ops still pending.
-        return lib.ordo_wait_for_var_timeout(self._ptr, handle, _WAIT_SLICE_NS // 100), None
+        raise error_for(st, message)
 
     def wait_all(self, timeout: Optional[float] = None) -> None:
         """Blocks (with the GIL released) until every op pushed so far has completed. Raises
         OpFailed if any op failed (or was skipped) since the previous wait_all, naming the first
         (the record is then cleared); Timeout after `timeout` seconds (the record is kept). On
         the main thread Ctrl-C interrupts it (KeyboardInterrupt; the ops go on)."""
-        ns = self._timeout_ns(timeout)
-        if _interruptible(ns):
-            # In slices, so that Ctrl-C is seen between two: the same wait, as ordo_wait_for_all
-            # returns when nothing is pending, and a wait that times out changes nothing.
-            deadline = None if ns is None else time.monotonic_ns() + ns
-            while True:
-                left = _WAIT_SLICE_NS if deadline is None else deadline - time.monotonic_ns()
-                st = lib.ordo_wait_for_all_timeout(self._ptr, max(0, min(left, _WAIT_SLICE_NS)))
-                if st != _TIMEOUT or (deadline is not None and left <= _WAIT_SLICE_NS):
-                    break
-        elif ns is None:
-            st = lib.ordo_wait_for_all(self._ptr)
-        else:
-            st = lib.ordo_wait_for_all_timeout(self._ptr, ns)
+        ptr = self._ptr
+        st, message = _wait_interruptibly(lambda ns: lib.ordo_wait_for_all_timeout(ptr, ns),
+                                          self._timeout_ns(timeout))
         if st == OK:
             return
-        if st == _OP_FAILED:
+        if message is None:
             message = last_error_message()
+        if st == _OP_FAILED:
             raise OpFailed(message, st, self._code_in(message))
-        raise error_for(st)
+        raise error_for(st, message)
 
     def wait_async(self, var: Var) -> "asyncio.Future[None]":
         """An asyncio future, of the running event loop, that is done once every op pushed on

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 
@@ -83,3 +84,25 @@ def test_waits_on_the_main_thread_keep_their_results(threaded_engine: ordo.Engin
     gate.set()
     e.wait(v, timeout=10)
     e.wait_all(timeout=10)
+
+
+def test_a_main_thread_wait_lets_later_readers_overlap_earlier_ones(
+        threaded_engine: ordo.Engine) -> None:
+    """The main thread's wait is the C wait (ordo_wait_for_var), not an async wait queued on the
+    var like a write: a reader pushed by another thread during the wait still runs beside a
+    reader pushed before it (SPEC §2.2: two readers that wait for each other must pass)."""
+    e = threaded_engine
+    v = e.var()
+    partner = threading.Event()
+    met = []
+    e.push(lambda: met.append(partner.wait(10)), reads=[v], name="first reader")
+
+    def push_partner() -> None:
+        time.sleep(0.3)  # the main thread is waiting by then
+        e.push(partner.set, reads=[v], name="second reader")
+
+    t = threading.Thread(target=push_partner)
+    t.start()
+    e.wait(v, timeout=30)
+    t.join()
+    assert met == [True], "the second reader waited for the first one"
