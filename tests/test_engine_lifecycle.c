@@ -53,6 +53,15 @@ static int thread_count(void) {
   return n;
 }
 
+/* The thread count before a test's engines: after ordo_device_count, whose first call loads the
+ * CUDA runtime and initializes the driver where there is one; the threads the driver may start
+ * then are the process's, not an engine's. */
+static int thread_count_before_engines(void) {
+  int32_t gpus = 0;
+  cr_assert_eq(ordo_device_count(&gpus), ORDO_OK);
+  return thread_count();
+}
+
 /* Waits up to ~2 s for the thread count to reach `want` (thread exit is seen slightly after
  * pthread_join returns on some kernels). Returns the last count seen. */
 static int thread_count_settles_to(int want) {
@@ -286,6 +295,17 @@ Test(engine_lifecycle, push_after_destroy_starts_no_threads) {
     cr_assert(strstr(ordo_last_error_message(), "shut") != NULL, "prop %d: %s", (int)prop,
               ordo_last_error_message());
   }
+  /* Nor a GPU's first op after destroy: its streams and their poller are never made. */
+  int32_t gpus = 0;
+  cr_assert_eq(ordo_device_count(&gpus), ORDO_OK);
+  before = thread_count();
+  ordo_push_opts_init(&o);
+  o.device_type = ORDO_DEVICE_GPU;
+  for (int32_t gpu = 0; gpu < gpus; ++gpu) {
+    o.device_id = gpu;
+    cr_assert_eq(ordo_opr_push(e, op_inc, &counter, NULL, 0, NULL, 0, &o), ORDO_ERR_SHUTDOWN,
+                 "GPU %d", (int)gpu);
+  }
   int after = thread_count();
   cr_assert_eq(after, before, "pushes after destroy started %d threads", after - before);
   cr_assert_eq(ordo_engine_release(e), ORDO_OK);
@@ -333,7 +353,7 @@ static void create_destroy_loop(int32_t kind, int iterations) {
 
 Test(engine_lifecycle, create_destroy_loop_leaks_no_threads) {
   tu_clear_ordo_env();
-  int before = thread_count();
+  int before = thread_count_before_engines();
   create_destroy_loop(ORDO_ENGINE_DEFAULT, 100);
   create_destroy_loop(ORDO_ENGINE_POOLED, 50);
   create_destroy_loop(ORDO_ENGINE_NAIVE, 50);
@@ -343,7 +363,7 @@ Test(engine_lifecycle, create_destroy_loop_leaks_no_threads) {
 
 Test(engine_lifecycle, release_to_zero_leaks_no_threads) {
   tu_clear_ordo_env();
-  int before = thread_count();
+  int before = thread_count_before_engines();
   for (int i = 0; i < 50; i++) {
     ordo_engine* e = NULL;
     cr_assert_eq(ordo_engine_create(NULL, &e), ORDO_OK);
@@ -355,7 +375,7 @@ Test(engine_lifecycle, release_to_zero_leaks_no_threads) {
 
 Test(engine_lifecycle, pooled_engine_starts_its_workers) {
   tu_clear_ordo_env();
-  int before = thread_count();
+  int before = thread_count_before_engines();
   ordo_engine* e = make_engine(ORDO_ENGINE_POOLED, 4);
   int during = thread_count();
   cr_assert_geq(during, before + 4, "pooled cpu_threads=4: threads %d -> %d", before, during);
@@ -366,7 +386,7 @@ Test(engine_lifecycle, pooled_engine_starts_its_workers) {
 
 Test(engine_lifecycle, naive_engine_starts_no_threads) {
   tu_clear_ordo_env();
-  int before = thread_count();
+  int before = thread_count_before_engines();
   ordo_engine* e = make_engine(ORDO_ENGINE_NAIVE, 0);
   int during = thread_count();
   cr_assert_eq(during, before, "naive engine started %d threads", during - before);

@@ -240,7 +240,9 @@ ORDO_API size_t ordo_struct_size(int32_t kind);
  *  workers, and per GPU a compute block and one block per copy direction, with the GPU's
  *  streams (gpu_compute_streams compute streams, one stream per copy direction). Without a
  *  usable GPU (a build without CUDA, no runtime, driver or device) a GPU push returns
- *  ORDO_ERR_NO_DEVICE with the reason. */
+ *  ORDO_ERR_NO_DEVICE with the reason. Every kind makes a GPU's streams (and the thread that
+ *  watches their events) at the first op for that GPU, not at ordo_engine_create: an engine
+ *  that runs only CPU ops makes no CUDA context. */
 #define ORDO_ENGINE_PER_DEVICE 3
 
 /**
@@ -599,7 +601,9 @@ static inline void ordo_push_opts_init(ordo_push_opts* opts) {
  * Errors: INVALID_ARGUMENT (e or fn NULL, NULL array with non-zero count, bad opts field, more
  * than 65,535 distinct vars), INVALID_HANDLE (any var 0, stale, deleted or foreign),
  * UNSUPPORTED (opts tail or next),
- * NO_DEVICE (GPU asked for and none present), SHUTDOWN, NO_MEMORY.
+ * NO_DEVICE (GPU asked for and none present; or the GPU's streams, made by its first op, could
+ * not be made: the message has CUDA's error, e.g. in a child forked after its parent used CUDA,
+ * and every later op for that GPU on this engine gets the same), SHUTDOWN, NO_MEMORY.
  */
 ORDO_API ordo_status ordo_opr_push(ordo_engine* e, ordo_fn fn, void* user_data,
                                    const ordo_var* const_vars, size_t num_const,

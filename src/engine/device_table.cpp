@@ -1,5 +1,7 @@
 #include "engine/device_table.h"
 
+#include <cstdio>
+
 #include "base/last_error.h"
 #include "device/device_api.h"
 
@@ -37,24 +39,17 @@ ordo_status DeviceTable::start(const EngineConfig& cfg, StreamManager::DoneFn gp
   return start_gpus(cfg, gpu_done, ctx);
 }
 
-// An entry per GPU: its streams now (a GPU op may arrive at once), its groups' threads on their
-// first op, like the CPU's other groups. Nothing here when there is no GPU, so an engine on a
-// machine without one costs what it did before.
+// An entry per GPU, its streams and its groups' threads made by its first op: an engine that
+// runs only CPU ops never touches the GPU (no CUDA context, none of its memory, none of the
+// driver's threads), and a child forked from a process that used CUDA, where CUDA cannot be
+// used, can still make an engine for its CPU work. Nothing here when there is no GPU.
 ordo_status DeviceTable::start_gpus(const EngineConfig& cfg, StreamManager::DoneFn gpu_done,
                                     void* ctx) {
   DeviceApi* api = device_api();
   const int32_t n = device_count(api, &no_gpu_reason_);
   for (int32_t id = 0; id < n; ++id) {
-    auto sm = std::make_unique<StreamManager>(
-        api, id, static_cast<uint32_t>(cfg.gpu_compute_streams), gpu_done, ctx);
-    const char* call = nullptr;
-    if (int e = sm->start(&call)) {
-      char msg[256];
-      sm->describe(e, call, msg, sizeof msg);
-      return fail(ORDO_ERR_NO_DEVICE, "ordo_engine_create: could not make GPU %d's streams: %s",
-                  static_cast<int>(id), msg);
-    }
-    gpus_.push_back(std::move(sm));
+    gpus_.push_back(std::make_unique<StreamManager>(
+        api, id, static_cast<uint32_t>(cfg.gpu_compute_streams), gpu_done, ctx));
     DeviceGroups& dev = devices_[num_devices_++];
     dev.device_type = ORDO_DEVICE_GPU;
     dev.device_id = id;
@@ -84,11 +79,44 @@ ordo_status DeviceTable::start_gpus(const EngineConfig& cfg, StreamManager::Done
   return ORDO_OK;
 }
 
+// Makes GPU `id`'s streams and starts its event poller, once. A failure is kept: every later
+// op for that GPU gets the same NO_DEVICE and CUDA's message (in a forked child, say, CUDA
+// would refuse each time).
+ordo_status DeviceTable::ensure_gpu_started(int32_t id) {
+  GpuStartState& g = gpu_start_[id];
+  if (g.state.load(std::memory_order_acquire) == kGpuStarted) return ORDO_OK;
+  std::lock_guard<std::mutex> lock(gpu_start_mu_);
+  switch (g.state.load(std::memory_order_relaxed)) {
+    case kGpuStarted:
+      return ORDO_OK;
+    case kGpuFailed:
+      return fail(ORDO_ERR_NO_DEVICE, "%s", g.why);
+    default:
+      break;
+  }
+  if (gpus_stopped_) return ORDO_ERR_SHUTDOWN;
+  const char* call = nullptr;
+  if (int e = gpus_[id]->start(&call)) {
+    char msg[256];
+    gpus_[id]->describe(e, call, msg, sizeof msg);
+    std::snprintf(g.why, sizeof g.why, "could not make GPU %d's streams: %s", static_cast<int>(id),
+                  msg);
+    g.state.store(kGpuFailed, std::memory_order_relaxed);
+    return fail(ORDO_ERR_NO_DEVICE, "%s", g.why);
+  }
+  g.state.store(kGpuStarted, std::memory_order_release);
+  return ORDO_OK;
+}
+
 void DeviceTable::stop_and_join() {
   for (auto& group : groups_) {
     if (group) group->stop_and_join();
   }
   for (auto& group : gpu_groups_) group->stop_and_join();
+  {
+    std::lock_guard<std::mutex> lock(gpu_start_mu_);  // no GPU starts from here on
+    gpus_stopped_ = true;
+  }
   for (auto& sm : gpus_) sm->stop();  // the engine has drained: no event is left in flight
 }
 
@@ -105,6 +133,9 @@ ordo_status DeviceTable::route_slow(int32_t prop, int32_t device_type, int32_t d
   // left is whether this engine has the device.
   const DeviceGroups* device = find_device(device_type, device_id);
   if (!device) return no_such_device(device_type, device_id);
+  if (device_type == ORDO_DEVICE_GPU) {
+    if (ordo_status s = ensure_gpu_started(device_id)) return s;
+  }
   *out = prop == ORDO_PROP_ASYNC ? nullptr : device->by_prop[prop];
   // A group's first op starts its threads; once destroy has stopped the group it refuses, since
   // nothing would join threads started then before the last release.

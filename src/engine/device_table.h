@@ -7,9 +7,11 @@
 // (ordo_engine_queue_stats) walk the same table.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -28,9 +30,9 @@ class DeviceTable {
   DeviceTable& operator=(const DeviceTable&) = delete;
 
   // Creates the groups the engine's kind asks for and starts the normal CPU group's threads;
-  // then an entry per GPU with its streams (`gpu_done(ctx, ...)` reports their events).
-  // ORDO_ERR_NO_MEMORY (with a message) when no worker thread could start; ORDO_ERR_NO_DEVICE
-  // (with CUDA's message) when a GPU's streams could not be made.
+  // then an entry per GPU, whose streams are made by its first op (ensure_gpu_started;
+  // `gpu_done(ctx, ...)` reports their events). ORDO_ERR_NO_MEMORY (with a message) when no
+  // worker thread could start.
   ordo_status start(const EngineConfig& cfg, StreamManager::DoneFn gpu_done, void* ctx);
   // Stops and joins every group's threads (each drained before). Idempotent.
   void stop_and_join();
@@ -38,8 +40,9 @@ class DeviceTable {
   void refill_workers();
 
   // The group that runs an op of this property on this device (nullptr: inline), starting its
-  // threads if needed. INVALID_ARGUMENT / NO_DEVICE with a message for a placement the table
-  // does not have; ORDO_ERR_SHUTDOWN (no message) once stop_and_join has stopped the group.
+  // threads, and a GPU's streams, if needed. INVALID_ARGUMENT / NO_DEVICE with a message for a
+  // placement the table does not have or a GPU whose streams could not be made;
+  // ORDO_ERR_SHUTDOWN (no message) once stop_and_join has stopped the group.
   ordo_status route(int32_t prop, int32_t device_type, int32_t device_id, WorkerGroup** out) {
     if (route_fast(prop, device_type, device_id, out)) return ORDO_OK;
     return route_slow(prop, device_type, device_id, out);
@@ -58,7 +61,7 @@ class DeviceTable {
   }
   // The CPU's normal group (where a throttled pusher helps), or nullptr (naive).
   WorkerGroup* cpu_group() const { return groups_[kCpu].get(); }
-  // GPU `id`'s streams (id < gpu_count()).
+  // GPU `id`'s streams (id < gpu_count()); started once an op has been routed to it.
   StreamManager* gpu(uint32_t id) const { return gpus_[id].get(); }
   uint32_t gpu_count() const { return static_cast<uint32_t>(gpus_.size()); }
 
@@ -81,6 +84,7 @@ class DeviceTable {
 
   ordo_status route_slow(int32_t prop, int32_t device_type, int32_t device_id, WorkerGroup** out);
   ordo_status start_gpus(const EngineConfig& cfg, StreamManager::DoneFn gpu_done, void* ctx);
+  ordo_status ensure_gpu_started(int32_t id);
   ordo_status no_such_device(int32_t device_type, int32_t device_id) const;
   const DeviceGroups* find_device(int32_t device_type, int32_t device_id) const;
   template <class F>
@@ -95,6 +99,15 @@ class DeviceTable {
   std::vector<std::unique_ptr<WorkerGroup>> gpu_groups_;
   std::deque<std::string> gpu_roles_;    // the groups' names (a deque: they never move)
   const char* no_gpu_reason_ = nullptr;  // why there are no GPUs (static), or nullptr
+  // Per GPU: whether its streams are made (by its first op), or why they could not be.
+  enum GpuStart : uint8_t { kGpuNotStarted, kGpuStarted, kGpuFailed };
+  struct GpuStartState {
+    std::atomic<uint8_t> state{kGpuNotStarted};
+    char why[320] = {};  // the failure's message, written once under gpu_start_mu_
+  };
+  GpuStartState gpu_start_[kMaxGpus];
+  std::mutex gpu_start_mu_;    // serializes starting the GPUs, and stopping them
+  bool gpus_stopped_ = false;  // under gpu_start_mu_: stop_and_join has run
 };
 
 }  // namespace ordo

@@ -103,18 +103,25 @@ int32_t gpu_op(ordo_exec* exec, void* ud) {
 void test_device_count() {
   int32_t n = -1;
   ordo::set_device_api_for_tests(nullptr);
-  check(ordo_device_count(&n) == ORDO_OK && n == 0, "no GPU on this machine: count 0");
-  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  check(ordo_device_count(&n) == ORDO_OK, "ordo_device_count with the real backend");
   Seen seen;
   ordo_push_opts o = gpu_opts(0);
-  check(ordo_opr_push(e, gpu_op, &seen, nullptr, 0, nullptr, 0, &o) == ORDO_ERR_NO_DEVICE,
-        "a GPU push without a GPU is NO_DEVICE");
-  const char* msg = ordo_last_error_message();
-  check(std::strstr(msg, "CUDA") != nullptr || std::strstr(msg, "driver") != nullptr ||
-            std::strstr(msg, "GPU was found") != nullptr,
-        "the NO_DEVICE message says why", msg);
-  std::printf("  no GPU: %s\n", msg);
-  ordo_engine_destroy(e);
+  ordo_engine* e = nullptr;
+  if (n == 0) {
+    e = make_engine(ORDO_ENGINE_PER_DEVICE);
+    check(ordo_opr_push(e, gpu_op, &seen, nullptr, 0, nullptr, 0, &o) == ORDO_ERR_NO_DEVICE,
+          "a GPU push without a GPU is NO_DEVICE");
+    const char* msg = ordo_last_error_message();
+    check(std::strstr(msg, "CUDA") != nullptr || std::strstr(msg, "driver") != nullptr ||
+              std::strstr(msg, "GPU was found") != nullptr,
+          "the NO_DEVICE message says why", msg);
+    std::printf("  no GPU: %s\n", msg);
+    ordo_engine_destroy(e);
+  } else {
+    // A real GPU: its pushes are tests/test_gpu_kernels.c's; gpu_op would hand this simulation
+    // a real stream.
+    std::printf("  this machine has %d GPU(s): the no-GPU checks are skipped\n", (int)n);
+  }
 
   ordo::set_device_api_for_tests(g_sim);
   check(ordo_device_count(&n) == ORDO_OK && n == 2, "the simulation's 2 GPUs are counted");
@@ -133,8 +140,7 @@ void test_round_robin_and_info(int32_t kind, const char* kind_name, int32_t stre
                                int n = 4) {
   const size_t before = g_sim->live_streams();
   ordo_engine* e = make_engine(kind, streams);
-  check(g_sim->live_streams() == before + 2 * static_cast<size_t>(n + 2),
-        "n compute streams and 2 copy streams per GPU", kind_name);
+  check(g_sim->live_streams() == before, "no stream before the first GPU op", kind_name);
   ordo_engine_config got;
   ordo_engine_config_init(&got);
   check(ordo_engine_get_config(e, &got) == ORDO_OK && got.gpu_compute_streams == n,
@@ -147,6 +153,8 @@ void test_round_robin_and_info(int32_t kind, const char* kind_name, int32_t stre
           ordo_last_error_message());
   }
   check(ordo_wait_for_all(e) == ORDO_OK, "wait_for_all after GPU ops", ordo_last_error_message());
+  check(g_sim->live_streams() == before + static_cast<size_t>(n + 2),
+        "GPU 0's first op made its n compute streams and 2 copy streams, GPU 1 none", kind_name);
   // Completed means the stream reached the op's event: every kernel has run.
   check(seen.kernels_done.load() == kOps, "every kernel ran before the ops completed", kind_name);
   check(seen.streams.size() == static_cast<size_t>(n), "round robin over n compute streams",
@@ -270,11 +278,85 @@ void test_injected_errors() {
   ordo_engine_destroy(e);
 }
 
+int32_t count_call(ordo_exec*, void* ud) {
+  static_cast<std::atomic<int>*>(ud)->fetch_add(1);
+  return 0;
+}
+
+// A GPU's streams are made by its first op, not at engine create: CPU work never touches the
+// device, and a GPU whose streams cannot be made (CUDA refuses: a child forked after its parent
+// used CUDA, say) fails its own ops with NO_DEVICE and CUDA's message, while the CPU and the
+// other GPUs go on working.
+void test_streams_made_by_the_first_gpu_op() {
+  for (int32_t kind : {ORDO_ENGINE_PER_DEVICE, ORDO_ENGINE_POOLED, ORDO_ENGINE_NAIVE}) {
+    const char* name = kind == ORDO_ENGINE_PER_DEVICE ? "per_device"
+                       : kind == ORDO_ENGINE_POOLED   ? "pooled"
+                                                      : "naive";
+    const size_t before = g_sim->live_streams();
+    ordo_engine* e = make_engine(kind);
+    std::atomic<int> cpu_ran{0};
+    ordo_var v;
+    ordo_var_new(e, &v);
+    for (int i = 0; i < 16; ++i) {
+      ordo_opr_push(e, count_call, &cpu_ran, nullptr, 0, &v, 1, nullptr);
+    }
+    check(ordo_wait_for_all(e) == ORDO_OK && cpu_ran.load() == 16, "CPU ops ran", name);
+    check(g_sim->live_streams() == before, "CPU ops made no stream", name);
+
+    // GPU 0's streams cannot be made: its op is refused, now and at every later try.
+    g_sim->fail_next(SimDevice::Call::kStreamCreate, SimDevice::kErrInvalidValue);
+    Seen refused;
+    ordo_push_opts o = gpu_opts(0);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      check(ordo_opr_push(e, gpu_op, &refused, nullptr, 0, &v, 1, &o) == ORDO_ERR_NO_DEVICE,
+            "a GPU whose streams could not be made refuses its ops (NO_DEVICE)", name);
+      const char* msg = ordo_last_error_message();
+      check(std::strstr(msg, "could not make GPU 0's streams") != nullptr &&
+                std::strstr(msg, "cudaStreamCreate") != nullptr,
+            "the message names the GPU and the CUDA call", msg);
+    }
+    check(g_sim->live_streams() == before, "a failed start leaves no stream behind", name);
+    check(refused.streams.empty(), "a refused GPU op never runs", name);
+
+    // The CPU and GPU 1 still work, and GPU 1's streams are made by its first op.
+    Seen fine;
+    o = gpu_opts(1);
+    check(ordo_opr_push(e, gpu_op, &fine, nullptr, 0, &v, 1, &o) == ORDO_OK, "GPU 1 works",
+          ordo_last_error_message());
+    ordo_opr_push(e, count_call, &cpu_ran, &v, 1, nullptr, 0, nullptr);
+    check(ordo_wait_for_all(e) == ORDO_OK && fine.kernels_done.load() == 1 && cpu_ran.load() == 17,
+          "the CPU and GPU 1 go on working", name);
+    check(g_sim->live_streams() == before + 6, "GPU 1's first op made its 6 streams", name);
+    ordo_engine_destroy(e);
+    check(g_sim->live_streams() == before, "destroy destroyed them", name);
+
+    // Threads racing to make one GPU's streams with their first ops: made once, every op runs.
+    e = make_engine(kind);
+    Seen raced;
+    std::vector<std::thread> pushers;
+    std::atomic<int> not_ok{0};
+    for (int t = 0; t < 4; ++t) {
+      pushers.emplace_back([&] {
+        ordo_push_opts po = gpu_opts(0);
+        for (int i = 0; i < 8; ++i) {
+          if (ordo_opr_push(e, gpu_op, &raced, nullptr, 0, nullptr, 0, &po) != ORDO_OK) {
+            not_ok.fetch_add(1);
+          }
+        }
+      });
+    }
+    for (auto& t : pushers) t.join();
+    check(ordo_wait_for_all(e) == ORDO_OK && not_ok.load() == 0 && raced.kernels_done.load() == 32,
+          "racing first ops all run", name);
+    check(g_sim->live_streams() == before + 6, "racing first ops made GPU 0's streams once", name);
+    ordo_engine_destroy(e);
+  }
+}
+
 void test_shutdown_in_flight() {
   for (int32_t kind : {ORDO_ENGINE_PER_DEVICE, ORDO_ENGINE_POOLED, ORDO_ENGINE_NAIVE}) {
     const size_t streams_before = g_sim->live_streams();
     ordo_engine* e = make_engine(kind);
-    check(g_sim->live_streams() == streams_before + 2 * 6, "6 streams per GPU");
     Seen seen;
     seen.kernel_sleep_ms = 5;
     ordo_var v;
@@ -289,6 +371,7 @@ void test_shutdown_in_flight() {
         ordo_opr_push(e, gpu_op, &seen, nullptr, 0, nullptr, 0, &o);
       }
     }
+    check(g_sim->live_streams() == streams_before + 2 * 6, "6 streams per GPU, both GPUs used");
     check(ordo_engine_destroy(e) == ORDO_OK, "destroy with GPU work in flight");
     check(seen.kernels_done.load() == kOps, "destroy waited for every GPU op's work");
     check(g_sim->live_streams() == streams_before, "destroy destroyed the engine's streams");
@@ -1035,6 +1118,8 @@ int main() {
   std::printf("cross-stream dependencies, waits off: done\n");
   early_release_tests();
   std::printf("cross-stream dependencies: done\n");
+  test_streams_made_by_the_first_gpu_op();
+  std::printf("streams made by the first GPU op: done\n");
   test_shutdown_in_flight();
   std::printf("shutdown in flight: done\n");
   ordo::set_device_api_for_tests(nullptr);
