@@ -36,8 +36,9 @@ int gk_spin_then_bump(volatile int32_t* counter, volatile int32_t* mismatch, int
 /* A kernel that traps: the launch succeeds, the work fails (cudaErrorLaunchFailure, sticky:
  * the context is unusable afterwards, so only in a test process of its own). */
 int gk_trap(void* stream);
-/* A launch with 4096 threads per block, above every GPU's 1024: the launch itself fails
- * (cudaErrorInvalidConfiguration, not sticky). Returns that error. */
+/* A launch with 4096 threads per block, above every GPU's 1024: the launch itself fails, not
+ * sticky (cudaErrorInvalidConfiguration up to CUDA 12; CUDA 13 on an H200 gave
+ * cudaErrorInvalidValue). Returns that error. */
 int gk_bad_launch(void* stream);
 
 /* Memory. gk_malloc makes `device` current first. */

@@ -106,10 +106,14 @@ Test(pipeline_push, ops_and_runs_depend_on_each_other_both_ways) {
     cr_assert_eq(ordo_wait_for_all(e), ORDO_OK);
     int produced = atomic_load(&t.producer_done), first = atomic_load(&t.first_pipe_call);
     int last = atomic_load(&t.last_pipe_call), consumed = atomic_load(&t.consumer_start);
-    cr_assert(produced >= 0 && first > produced, "%s: the run started (tick %d) before the op it "
-              "reads finished (tick %d)", kind, first, produced);
-    cr_assert(consumed > last, "%s: the consumer started (tick %d) before the run's last step "
-              "(tick %d)", kind, consumed, last);
+    cr_assert(produced >= 0 && first > produced,
+              "%s: the run started (tick %d) before the op it "
+              "reads finished (tick %d)",
+              kind, first, produced);
+    cr_assert(consumed > last,
+              "%s: the consumer started (tick %d) before the run's last step "
+              "(tick %d)",
+              kind, consumed, last);
     cr_assert_eq(atomic_load(&t.calls), 2 * 29, "%s: pipe calls", kind);
     uint64_t count = 0, id = 0;
     cr_assert_eq(ordo_pipeline_dropped(p, &count, &id, 1), ORDO_OK);
@@ -209,8 +213,12 @@ Test(pipeline_push, refused_pushes_leave_the_pipeline_free) {
   TU_ASSERT_ST(ordo_pipeline_push(p, NULL, 1, NULL, 0, NULL), ORDO_ERR_INVALID_ARGUMENT, "NULL");
   ordo_push_opts_init(&o);
   o.device_type = ORDO_DEVICE_GPU;
+  int32_t gpus = 0;
+  cr_assert_eq(ordo_device_count(&gpus), ORDO_OK);
+  o.device_id = gpus; /* one past the last GPU, on any machine */
   TU_ASSERT_ST(ordo_pipeline_push(p, NULL, 0, NULL, 0, &o), ORDO_ERR_NO_DEVICE, "GPU");
   o.device_type = ORDO_DEVICE_CPU;
+  o.device_id = 0;
   o.prop = 99;
   TU_ASSERT_ST(ordo_pipeline_push(p, NULL, 0, NULL, 0, &o), ORDO_ERR_INVALID_ARGUMENT, "prop");
   TU_ASSERT_ST(ordo_pipeline_run(p), ORDO_OK, "the pipeline is free");

@@ -304,20 +304,39 @@ static ordo_queue_stats queue_of(ordo_engine* e, uint32_t index) {
 
 Test(stats, queues_are_listed_device_by_device) {
   static const char* const per_device_names[4] = {"cpu", "prio", "h2d", "d2h"};
+  static const char* const gpu_suffix[3] = {"", "-h2d", "-d2h"};
+  int32_t gpus = 0;
+  ST(ordo_device_count(&gpus), ORDO_OK);
   for (int k = 0; k < TU_NUM_ALL_KINDS; ++k) {
     ordo_engine* e = make_engine(tu_all_kinds[k]);
     uint32_t n = 99;
     ST(ordo_engine_queue_count(e, &n), ORDO_OK);
-    const uint32_t want = g_kind == ORDO_ENGINE_NAIVE ? 0 : g_kind == ORDO_ENGINE_POOLED ? 1 : 4;
-    cr_assert_eq(n, want, "%s: %u queues", tu_kind_name(g_kind), n);
+    /* per_device: the CPU's 4 queues, then each GPU's compute, h2d and d2h queues; the other
+     * kinds run GPU ops inline (naive) or on the CPU's one queue (pooled). */
+    const uint32_t want = g_kind == ORDO_ENGINE_NAIVE    ? 0
+                          : g_kind == ORDO_ENGINE_POOLED ? 1
+                                                         : 4 + 3 * (uint32_t)gpus;
+    cr_assert_eq(n, want, "%s: %u queues (%d GPUs)", tu_kind_name(g_kind), n, (int)gpus);
     for (uint32_t i = 0; i < n; ++i) {
       ordo_queue_stats q = queue_of(e, i);
       cr_assert_eq(q.struct_size, sizeof q);
       cr_assert_eq(q.queues, n);
-      cr_assert_eq(q.device_type, ORDO_DEVICE_CPU);
-      cr_assert_eq(q.device_id, 0);
       cr_assert_eq(q.ready, 0, "%s: queue %u of an idle engine", tu_kind_name(g_kind), i);
       cr_assert_not_null(q.name);
+      cr_assert_eq(q.workers, i == 0 ? 2u : 0u,
+                   "%s: queue %u: the CPU's 2 workers run from the start, the others start "
+                   "with their first op",
+                   tu_kind_name(g_kind), i);
+      if (i >= 4) { /* per_device, GPU (i - 4) / 3 */
+        char name[32];
+        snprintf(name, sizeof name, "gpu%u%s", (i - 4) / 3, gpu_suffix[(i - 4) % 3]);
+        cr_assert_eq(q.device_type, ORDO_DEVICE_GPU);
+        cr_assert_eq(q.device_id, (int32_t)((i - 4) / 3));
+        cr_assert_str_eq(q.name, name);
+        continue;
+      }
+      cr_assert_eq(q.device_type, ORDO_DEVICE_CPU);
+      cr_assert_eq(q.device_id, 0);
       if (g_kind == ORDO_ENGINE_POOLED) {
         cr_assert_eq(q.prop, -1, "the pooled kind's one queue runs every property");
         cr_assert_str_eq(q.name, "cpu");
@@ -325,10 +344,6 @@ Test(stats, queues_are_listed_device_by_device) {
         cr_assert_eq(q.prop, (int32_t)i, "per_device: queue %u runs ORDO_PROP_* %u", i, i);
         cr_assert_str_eq(q.name, per_device_names[i]);
       }
-      cr_assert_eq(q.workers, i == 0 ? 2u : 0u,
-                   "%s: queue %u: the CPU's 2 workers run from the start, the others start "
-                   "with their first op",
-                   tu_kind_name(g_kind), i);
     }
     ordo_queue_stats q;
     memset(&q, 0, sizeof q);
