@@ -9,6 +9,9 @@
 #                 (built when the CUDA toolkit is; without a GPU it says why and exits 0)
 #   make bench-gpu  launch overhead: empty kernels as ordo GPU ops against raw <<<>>> launches
 #                 (bench/gpu_launch.cu); GPU_ARGS="--n 20000" for a quick run
+#   make gpu-check  every check that needs a real GPU, in one run of a few minutes (the kernel
+#                 tests, the main suite on a GPU machine, the GPU demo and benchmark, memcheck):
+#                 tests/run_gpu_checks.sh; tools/stage_gpu_checks.sh packs them for another machine
 #   make test     build and run every test (sanitizer builds and short fuzz/stress runs included)
 #   make bench    build and run the benchmarks against the peers (installs them when missing);
 #                 BENCH_ARGS="--ops 200000 --only AB" for a quick run, "--rounds 3" to interleave
@@ -36,7 +39,7 @@ STRESS_PROCS ?= 1
 FUZZ_PIN ?= 0
 FUZZ_PROCS ?= 1
 
-.PHONY: all deps configure run quickstart pipeline-demo gpu-demo bench-gpu test bench fuzz stress \
+.PHONY: all deps configure run quickstart pipeline-demo gpu-demo bench-gpu gpu-check test bench fuzz stress \
 	abi-check abi-dump install clean
 
 all: configure
@@ -69,6 +72,9 @@ bench-gpu: all
 	@test -x $(BUILD)/bench/gpu_launch || \
 	  { echo "bench/gpu_launch not built: no CUDA toolkit (meson option cuda)" >&2; exit 1; }
 	$(BUILD)/bench/gpu_launch $(GPU_ARGS)
+
+gpu-check: all
+	bash tests/run_gpu_checks.sh $(BUILD)
 
 test: all
 	bash tests/run_all.sh $(BUILD)

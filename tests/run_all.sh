@@ -58,7 +58,7 @@ run 120 "$build/tests/ordo_gpu_sim_test"
 section "real GPU: kernels on ordo's streams and copy streams (each test skips with the reason without a GPU)"
 # Built only where the CUDA toolkit is (nvcc, cudart); the main suite's test_gpu_real.c needs none.
 if [[ -x "$build/tests/ordo_gpu_kernels_test" ]]; then
-  run 300 "$build/tests/ordo_gpu_kernels_test" --jobs=2
+  run 300 "$build/tests/ordo_gpu_kernels_test" --jobs=1 # timed tests: one GPU context at a time
   # The GPU demo, small, with its residual check (make gpu-demo runs N=16384), and the launch
   # benchmark, short (make bench-gpu); both print "no GPU: ..." and exit 0 without one.
   if [[ -x "$build/examples/gpu_cholesky" ]]; then # needs cuBLAS and cuSOLVER too
