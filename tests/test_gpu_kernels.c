@@ -14,11 +14,15 @@
  * must guarantee that the GPU's work (and the copy back) has finished.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gpu_kernels.h"
 #include "ordo/ordo.h"
@@ -702,6 +706,79 @@ Test(gpu_kernels, captured_gpu_graph_replays) {
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
   device_free(0, dev);
   pinned_free(host);
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* A child forked after its parent used the GPU                                                */
+/* ------------------------------------------------------------------------------------------- */
+
+static int32_t bump(ordo_exec* exec, void* ud) {
+  (void)exec;
+  atomic_fetch_add((atomic_int*)ud, 1);
+  return 0;
+}
+
+/* CUDA cannot be used in a child forked after its parent initialized it. There an engine is
+ * still made and runs CPU ops (a GPU's streams are made by its first op, not at create), and a
+ * GPU op is refused with NO_DEVICE and CUDA's message, at every try. Returns 0, or the number of
+ * the check that failed (the child's stderr says more). */
+static int forked_child_checks(void) {
+  ordo_engine* e = NULL;
+  if (ordo_engine_create(NULL, &e) != ORDO_OK) {
+    fprintf(stderr, "child: ordo_engine_create: %s\n", ordo_last_error_message());
+    return 1;
+  }
+  atomic_int ran = 0;
+  ordo_var v = 0;
+  if (ordo_var_new(e, &v) != ORDO_OK) return 2;
+  if (ordo_opr_push(e, bump, &ran, NULL, 0, &v, 1, NULL) != ORDO_OK ||
+      ordo_wait_for_all(e) != ORDO_OK || atomic_load(&ran) != 1) {
+    return 3;
+  }
+  ordo_push_opts o;
+  ordo_push_opts_init(&o);
+  o.device_type = ORDO_DEVICE_GPU;
+  for (int i = 0; i < 2; i++) {
+    ordo_status s = ordo_opr_push(e, bump, &ran, NULL, 0, &v, 1, &o);
+    const char* msg = ordo_last_error_message();
+    fprintf(stderr, "child: GPU push %d: %s: %s\n", i, ordo_status_string(s), msg);
+    if (s != ORDO_ERR_NO_DEVICE) return 4;
+    if (!strstr(msg, "could not make GPU 0's streams") || !strstr(msg, "CUDA error")) return 5;
+  }
+  if (ordo_opr_push(e, bump, &ran, NULL, 0, &v, 1, NULL) != ORDO_OK ||
+      ordo_wait_for_all(e) != ORDO_OK || atomic_load(&ran) != 2) {
+    return 6;
+  }
+  return ordo_engine_destroy(e) == ORDO_OK ? 0 : 7;
+}
+
+Test(gpu_kernels, forked_child_runs_cpu_ops_and_refuses_gpu_ops) {
+  NEED_GPU();
+  ordo_engine* e = new_engine();
+  float* dev = device_alloc(0, 64 * sizeof(float));
+  ordo_var v = new_var(e);
+  gpu_task fill = {.kind = T_FILL, .x = dev, .p = 1.0f, .n = 64};
+  push_task(e, &fill, 0, ORDO_PROP_NORMAL, NULL, 0, &v, 1); /* the parent uses the GPU first */
+  wait_all_ok(e);
+  fflush(NULL);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
+  if (pid == 0) {
+    alarm(20);
+    _exit(forked_child_checks());
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  cr_assert(WIFEXITED(status), "the child died (signal %d)",
+            WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  cr_assert_eq(WEXITSTATUS(status), 0, "the child's check %d failed (see its stderr)",
+               WEXITSTATUS(status));
+  /* The parent's engine and GPU are unharmed. */
+  push_task(e, &fill, 0, ORDO_PROP_NORMAL, NULL, 0, &v, 1);
+  wait_all_ok(e);
+  cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
+  device_free(0, dev);
 }
 
 static int32_t run_trap(ordo_exec* exec, void* ud) {
