@@ -19,13 +19,15 @@ from ._errors import (Error, InternalError, InvalidArgument, InvalidHandle, Inva
                       NoDevice, NoMemory, OpFailed, Shutdown, Timeout, TokensDropped,
                       Unsupported, WouldDeadlock)
 from ._lib import ffi, lib, library_path
-from ._engine import Completion, Config, Engine, Stats, Var
+from ._engine import (Completion, Config, Engine, OpInfo, Stats, Var, current_op,
+                      device_count)
 from ._graph import Capture, Graph
 from ._pipeline import PIPE_PARALLEL, PIPE_SERIAL, Pipe, Pipeflow, Pipeline
 from . import _engine
 
 __all__ = [
-    "Engine", "Var", "Completion", "Stats", "Config", "Graph", "Capture",
+    "Engine", "Var", "Completion", "Stats", "Config", "Graph", "Capture", "OpInfo",
+    "current_op", "device_count",
     "Pipeline", "Pipe", "Pipeflow", "PIPE_SERIAL", "PIPE_PARALLEL",
     "Error", "OpFailed", "Timeout", "InvalidHandle", "InvalidArgument", "NoDevice", "Shutdown",
     "NoMemory", "InvalidState", "WouldDeadlock", "Unsupported", "InternalError", "TokensDropped",

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import (TYPE_CHECKING, Any, Callable, Iterable, Literal, NamedTuple, Optional, Union,
                     overload)
 
-from ._errors import (Error, InvalidArgument, InvalidHandle, OpFailed, WouldDeadlock, check,
-                      error_for, last_error_message)
+from ._errors import (Error, InvalidArgument, InvalidHandle, InvalidState, OpFailed,
+                      WouldDeadlock, check, error_for, last_error_message)
 from ._lib import ffi, has, lib
 
 if TYPE_CHECKING:
@@ -153,7 +153,21 @@ def _op_onerror(exc_type: Any, exc_value: Any, tb: Any) -> int:
     return _OP_FAILED
 
 
+# The exec of the op whose function runs on this thread (ordo.current_op()); an op pushed and
+# run inline from inside another (the naive engine) nests, so the trampoline restores the outer.
+_running = threading.local()
+
+
 def _op_trampoline(exec_: Any, user_data: Any) -> int:
+    outer = getattr(_running, "exec", None)
+    _running.exec = exec_
+    try:
+        return _run_op(exec_, user_data)
+    finally:
+        _running.exec = outer
+
+
+def _run_op(exec_: Any, user_data: Any) -> int:
     try:
         op = _ops.get(_key_of(user_data))
         if op is None:  # cannot happen: the record lives until free_fn
@@ -392,6 +406,77 @@ class Config:
     gpu_stream_waits: bool
 
 
+_PROPS = {
+    "normal": lib.ORDO_PROP_NORMAL,
+    "cpu_prioritized": lib.ORDO_PROP_CPU_PRIORITIZED,
+    "copy_to_device": lib.ORDO_PROP_COPY_TO_DEVICE,
+    "copy_from_device": lib.ORDO_PROP_COPY_FROM_DEVICE,
+    "async": lib.ORDO_PROP_ASYNC,
+}
+_PROP_NAMES = {v: k for k, v in _PROPS.items()}
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    """The op running on this thread (``ordo.current_op()``). ``prop`` is one of
+    ``Engine.push``'s prop names; ``worker_index`` is None where the op runs inline (on the
+    pushing thread); ``gpu`` is the GPU's ordinal for a GPU op, else None. ``stream`` is the
+    op's CUDA stream as an int (a ``cudaStream_t``; 0 on the CPU): enqueue the op's GPU work
+    there, e.g. ``with cupy.cuda.ExternalStream(info.stream):`` or
+    ``torch.cuda.ExternalStream(info.stream, device=info.gpu)``, and return; ordo completes
+    the op once that work has finished."""
+    name: str
+    priority: int
+    prop: str
+    worker_index: Optional[int]
+    gpu: Optional[int]
+    stream: int
+
+
+def current_op() -> OpInfo:
+    """What the op whose function is running on this thread is: its name, priority, prop,
+    worker and, for a GPU op, its GPU and CUDA stream (see ``OpInfo``). Raises InvalidState
+    outside an op's function (a pipeline's pipe functions included)."""
+    exec_ = getattr(_running, "exec", None)
+    if exec_ is None:
+        raise InvalidState("ordo.current_op(): no op's function is running on this thread",
+                           lib.ORDO_ERR_INVALID_STATE)
+    info = ffi.new("ordo_exec_info*")
+    info.struct_size = ffi.sizeof("ordo_exec_info")
+    st = lib.ordo_exec_get_info(exec_, info)
+    if st != OK:
+        raise error_for(st)
+    name = ffi.string(info.name).decode("utf-8", "replace") if info.name != ffi.NULL else ""
+    gpu = int(info.device_id) if info.device_type == lib.ORDO_DEVICE_GPU else None
+    return OpInfo(name=name, priority=int(info.priority),
+                  prop=_PROP_NAMES.get(int(info.prop), "normal"),
+                  worker_index=None if info.worker_index < 0 else int(info.worker_index),
+                  gpu=gpu, stream=int(ffi.cast("uintptr_t", info.stream)))
+
+
+def device_count() -> int:
+    """How many GPUs the library can use (0 in a build without CUDA, or without a GPU or its
+    driver: a push with ``gpu=`` then raises NoDevice, whose message says why)."""
+    n = ffi.new("int32_t*")
+    st = lib.ordo_device_count(n)
+    if st != OK:
+        raise error_for(st)
+    return int(n[0])
+
+
+def _placement(prop: str, gpu: Optional[int]) -> tuple[int, Optional[int]]:
+    """push's prop and gpu arguments, checked: the ORDO_PROP_* value and the GPU (or None)."""
+    code = _PROPS.get(prop) if isinstance(prop, str) else None
+    if code is None:
+        raise InvalidArgument(f"ordo: prop must be one of {', '.join(map(repr, _PROPS))}, "
+                              f"not {prop!r}", lib.ORDO_ERR_INVALID_ARGUMENT)
+    if gpu is not None and (type(gpu) is bool or not isinstance(gpu, int)
+                            or not 0 <= gpu < 2**31):
+        raise InvalidArgument(f"ordo: gpu must be a GPU's ordinal (an int >= 0) or None, not "
+                              f"{gpu!r}", lib.ORDO_ERR_INVALID_ARGUMENT)
+    return code, gpu
+
+
 _open_engines: dict[int, "Engine"] = {}  # id -> engine: open engines live until closed or exit
 _open_lock = threading.Lock()
 
@@ -570,20 +655,22 @@ class Engine:
 
     @overload
     def push(self, fn: Callable[[], Any], reads: VarsArg = ..., writes: VarsArg = ..., *,
-             name: Optional[str] = ..., priority: int = ...,
-             deferred: Literal[False] = ...) -> None: ...
+             name: Optional[str] = ..., priority: int = ..., deferred: Literal[False] = ...,
+             prop: str = ..., gpu: Optional[int] = ...) -> None: ...
 
     @overload
     def push(self, fn: Callable[[Completion], Any], reads: VarsArg = ...,
              writes: VarsArg = ..., *, name: Optional[str] = ..., priority: int = ...,
-             deferred: Literal[True]) -> None: ...
+             deferred: Literal[True], prop: str = ..., gpu: Optional[int] = ...) -> None: ...
 
     @overload
     def push(self, fn: Callable[..., Any], reads: VarsArg = ..., writes: VarsArg = ..., *,
-             name: Optional[str] = ..., priority: int = ..., deferred: bool = ...) -> None: ...
+             name: Optional[str] = ..., priority: int = ..., deferred: bool = ...,
+             prop: str = ..., gpu: Optional[int] = ...) -> None: ...
 
     def push(self, fn: Callable[..., Any], reads: VarsArg = (), writes: VarsArg = (), *,
-             name: Optional[str] = None, priority: int = 0, deferred: bool = False) -> None:
+             name: Optional[str] = None, priority: int = 0, deferred: bool = False,
+             prop: str = "normal", gpu: Optional[int] = None) -> None:
         """Pushes an op: `fn` runs on a worker thread after every op pushed before it that
         shares a var with it where either writes it; ops that only read a var may overlap.
 
@@ -598,14 +685,25 @@ class Engine:
         the completion was not used yet.
 
         `name` shows in errors and traces; `priority`: higher runs first among ready ops.
+        `prop` picks the workers: "normal", "cpu_prioritized", "copy_to_device",
+        "copy_from_device" (on a GPU: its copy stream of that direction) or "async" (starts on
+        the pushing thread). `gpu=n` makes it a GPU op of GPU n: `fn` finds its CUDA stream in
+        ``ordo.current_op().stream``, enqueues its work there and returns, and the op completes
+        once that work has finished (NoDevice where there is no such GPU; see
+        ``ordo.device_count()``).
         `fn` (and what it references) is kept alive until the op is done."""
         if not callable(fn):
             raise TypeError(f"ordo: fn must be callable, not {type(fn).__name__}")
+        prop_code, gpu = _placement(prop, gpu)
         r, nr = self._handles(reads, "reads")
         w, nw = self._handles(writes, "writes")
         opts = ffi.new("ordo_push_opts*")
         lib.ordo_push_opts_init_sized(opts, ffi.sizeof("ordo_push_opts"))
         opts.priority = priority
+        opts.prop = prop_code
+        if gpu is not None:
+            opts.device_type = lib.ORDO_DEVICE_GPU
+            opts.device_id = gpu
         opts.free_fn = _free_callback
         name_buf = None
         if name is not None:
