@@ -35,6 +35,7 @@ import "C"
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"sync/atomic"
@@ -244,6 +245,8 @@ type pushConfig struct {
 	name     []byte // NUL-terminated, or nil
 	priority int32
 	prop     Prop
+	gpu      int  // the GPU's ordinal, when onGPU
+	onGPU    bool // WithGPU was given
 }
 
 // A PushOption configures Engine.Push.
@@ -262,12 +265,26 @@ func WithPriority(p int32) PushOption { return func(c *pushConfig) { c.priority 
 // WithProp picks which workers run the op (default PropNormal).
 func WithProp(p Prop) PushOption { return func(c *pushConfig) { c.prop = p } }
 
+// WithGPU makes the op a GPU op of GPU id (0, 1, ...): its function runs with that GPU current
+// and finds its CUDA stream in Exec.Info().Stream, enqueues its work there and returns; the op
+// completes once that work has finished. A GPU that is not there (see DeviceCount) makes Push
+// fail with ErrNoDevice and the reason; a negative id with ErrInvalidArgument.
+func WithGPU(id int) PushOption { return func(c *pushConfig) { c.gpu, c.onGPU = id, true } }
+
 func pushOptions(opts []PushOption) pushConfig {
 	var cfg pushConfig
 	for _, o := range opts {
 		o(&cfg)
 	}
 	return cfg
+}
+
+// DeviceCount is the number of GPUs the library can use: 0 in a build without CUDA and on a
+// machine without a GPU or its driver (a push WithGPU then fails with ErrNoDevice, saying why).
+func DeviceCount() int {
+	var n C.int32_t
+	C.ordo_device_count(&n)
+	return int(n)
 }
 
 // cname is the name for C (pointing into c.name), or nil.
@@ -315,13 +332,22 @@ func (e *Engine) Push(fn func(*Exec) error, reads, writes []*Var, opts ...PushOp
 		return &Error{Code: StatusInvalidArgument, Message: "Push: nil function"}
 	}
 	cfg := pushOptions(opts)
+	gpu := -1 // the CPU, for the shim
+	if cfg.onGPU {
+		if cfg.gpu < 0 || cfg.gpu > math.MaxInt32 {
+			return &Error{Code: StatusInvalidArgument,
+				Message: fmt.Sprintf("Push: WithGPU(%d): a GPU's ordinal is 0 or more", cfg.gpu)}
+		}
+		gpu = cfg.gpu
+	}
 	rp, wp, err := varHandles("Push", reads, writes)
 	if err != nil {
 		return err
 	}
 	h := newOpHandle(fn)
 	r := C.ordo_go_push(C.uintptr_t(e.p), C.uintptr_t(h), rp, C.size_t(len(reads)), wp,
-		C.size_t(len(writes)), C.int32_t(cfg.priority), C.int32_t(cfg.prop), cfg.cname())
+		C.size_t(len(writes)), C.int32_t(cfg.priority), C.int32_t(cfg.prop), C.int32_t(gpu),
+		cfg.cname())
 	runtime.KeepAlive(e)
 	runtime.KeepAlive(reads)
 	runtime.KeepAlive(writes)
@@ -426,6 +452,34 @@ func (x *Exec) Defer() (*Completion, error) {
 	c := &Completion{c: C.ordo_completion(r.value)}
 	runtime.SetFinalizer(c, (*Completion).abandon)
 	return c, nil
+}
+
+// ExecInfo describes the running op (Exec.Info).
+type ExecInfo struct {
+	Name        string
+	Priority    int32
+	Prop        Prop
+	WorkerIndex int     // the worker running it, or -1 when it runs inline on the pushing thread
+	GPU         int     // the GPU of a GPU op (WithGPU), or -1 on the CPU
+	Stream      uintptr // a GPU op's CUDA stream (a cudaStream_t), 0 on the CPU
+}
+
+// Info describes the running op: its name, priority and prop, the worker running it and, for a
+// GPU op, its GPU and the CUDA stream to enqueue its work on. Call it only from the op's function.
+func (x *Exec) Info() (ExecInfo, error) {
+	var ci C.ordo_exec_info
+	if err := check(C.ordo_go_exec_info(C.uintptr_t(x.exec), &ci)); err != nil {
+		return ExecInfo{}, err
+	}
+	info := ExecInfo{Priority: int32(ci.priority), Prop: Prop(ci.prop),
+		WorkerIndex: int(ci.worker_index), GPU: -1, Stream: uintptr(ci.stream)}
+	if ci.name != nil {
+		info.Name = C.GoString(ci.name)
+	}
+	if ci.device_type == C.ORDO_DEVICE_GPU {
+		info.GPU = int(ci.device_id)
+	}
+	return info, nil
 }
 
 // Completion completes a deferred op. Complete or Fail may be called once, from any goroutine;

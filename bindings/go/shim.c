@@ -107,7 +107,7 @@ static void go_op_free(void* user_data) {
 
 ordo_go_ret ordo_go_push(uintptr_t e, uintptr_t h, const ordo_var* reads, size_t nreads,
                          const ordo_var* writes, size_t nwrites, int32_t priority, int32_t prop,
-                         const char* name) {
+                         int32_t gpu, const char* name) {
   go_op* op = (go_op*)malloc(sizeof *op);
   if (op == NULL) return no_memory();
   op->handle = h;
@@ -117,6 +117,10 @@ ordo_go_ret ordo_go_push(uintptr_t e, uintptr_t h, const ordo_var* reads, size_t
   opts.free_fn = go_op_free;
   opts.priority = priority;
   opts.prop = prop;
+  if (gpu >= 0) {
+    opts.device_type = ORDO_DEVICE_GPU;
+    opts.device_id = gpu;
+  }
   opts.name = name;
   ordo_status s = ordo_opr_push(engine(e), go_op_run, op, reads, nreads, writes, nwrites, &opts);
   if (s != ORDO_OK) free(op); /* nothing was pushed, free_fn will not run */
@@ -148,6 +152,12 @@ ordo_go_ret ordo_go_defer(uintptr_t exec) {
   ordo_go_ret r = result(ordo_exec_defer((ordo_exec*)exec, &c));
   r.value = c;
   return r;
+}
+
+ordo_go_ret ordo_go_exec_info(uintptr_t exec, ordo_exec_info* out) {
+  memset(out, 0, sizeof *out);
+  out->struct_size = sizeof *out;
+  return result(ordo_exec_get_info((const ordo_exec*)exec, out));
 }
 
 ordo_go_ret ordo_go_complete(ordo_completion c, int32_t code, const char* msg) {

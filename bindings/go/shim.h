@@ -37,12 +37,14 @@ ordo_go_ret ordo_go_var_clear_error(uintptr_t e, ordo_var v);
  * to its one run. */
 ordo_go_ret ordo_go_push(uintptr_t e, uintptr_t h, const ordo_var* reads, size_t nreads,
                          const ordo_var* writes, size_t nwrites, int32_t priority, int32_t prop,
-                         const char* name);
+                         int32_t gpu, const char* name);
 /* timeout_ns == UINT64_MAX: no timeout. On ORDO_ERR_OP_FAILED, code is the failing op's code. */
 ordo_go_ret ordo_go_wait_var(uintptr_t e, ordo_var v, uint64_t timeout_ns);
 ordo_go_ret ordo_go_wait_all(uintptr_t e, uint64_t timeout_ns);
 /* value: the completion handle. */
 ordo_go_ret ordo_go_defer(uintptr_t exec);
+/* The running op's ordo_exec_info (its name is not for Go to keep). */
+ordo_go_ret ordo_go_exec_info(uintptr_t exec, ordo_exec_info* out);
 ordo_go_ret ordo_go_complete(ordo_completion c, int32_t code, const char* msg);
 /* Fails the running op with a message: defers it and completes it at once (a synchronous op's
  * return value carries a code but no message). */
