@@ -95,6 +95,15 @@ pub fn version() -> &'static str {
         .unwrap_or("?")
 }
 
+/// How many GPUs the library can use: 0 in a build without CUDA, and without a GPU or its
+/// driver (a push to [`Device::Gpu`] then fails with [`ErrorKind::NoDevice`] and the reason).
+pub fn device_count() -> u32 {
+    let mut n = 0i32;
+    // SAFETY: a valid out pointer.
+    unsafe { sys::ordo_device_count(&mut n) };
+    n.max(0) as u32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

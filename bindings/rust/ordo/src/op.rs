@@ -195,15 +195,26 @@ impl<'a> Exec<'a> {
         &self.engine
     }
 
-    /// What the op is and where it runs.
-    pub fn info(&self) -> Result<ExecInfo> {
+    fn raw_info(&self) -> Result<sys::ordo_exec_info> {
         let mut i = MaybeUninit::<sys::ordo_exec_info>::zeroed();
         // SAFETY: zeroed is valid; struct_size set; our exec during its callback.
-        let i = unsafe {
+        unsafe {
             (*i.as_mut_ptr()).struct_size = std::mem::size_of::<sys::ordo_exec_info>() as u32;
             check(sys::ordo_exec_get_info(self.raw, i.as_mut_ptr()))?;
-            i.assume_init()
-        };
+            Ok(i.assume_init())
+        }
+    }
+
+    /// A GPU op's CUDA stream (a `cudaStream_t`), null on the CPU: enqueue the op's GPU work
+    /// there and return; the op completes once that work has finished (CUDA events, no thread
+    /// blocks). The stream is ordo's: do not destroy or synchronize it.
+    pub fn stream(&self) -> Result<*mut std::ffi::c_void> {
+        Ok(self.raw_info()?.stream)
+    }
+
+    /// What the op is and where it runs.
+    pub fn info(&self) -> Result<ExecInfo> {
+        let i = self.raw_info()?;
         let name = if i.name.is_null() {
             String::new()
         } else {

@@ -463,13 +463,13 @@ fn exec_info_reports_name_prop_and_worker() {
     assert_eq!(rx.recv().unwrap(), None);
 }
 
-// GPU 16 is on no machine (ordo uses at most 16 GPUs, 0 to 15), so this holds with a GPU too.
+// GPU device_count() is one past the last on any machine.
 #[test]
 fn gpu_pushes_report_no_device() {
     let e = engine(Kind::PerDevice);
     let err = e
         .push_with(
-            &PushOptions::new().device(ordo::Device::Gpu(16)),
+            &PushOptions::new().device(ordo::Device::Gpu(ordo::device_count())),
             &[],
             &[],
             |_| Ok(()),
@@ -533,7 +533,8 @@ fn a_closure_may_own_the_last_handle_of_its_own_var() {
         let gate = e.new_var().unwrap();
         // one op that runs, one that is skipped (its var carries an error): each owns the last
         // Arc of the var it writes, so the var is deleted from inside the op or its free_fn
-        e.push(&[], &[&gate], |_| Err(OpError::msg("gate failed"))).unwrap();
+        e.push(&[], &[&gate], |_| Err(OpError::msg("gate failed")))
+            .unwrap();
         for skipped in [false, true] {
             let v = Arc::new(e.new_var().unwrap());
             let v2 = v.clone();
@@ -571,7 +572,12 @@ fn a_panic_while_dropping_a_closure_never_reaches_c() {
         })
         .unwrap();
         let err = e.wait_timeout(&v, LIMIT).unwrap_err();
-        assert!(err.message().contains("panicked: expected panic in a captured"), "{}", err);
+        assert!(
+            err.message()
+                .contains("panicked: expected panic in a captured"),
+            "{}",
+            err
+        );
         // skipped (v carries that error): dropped unrun by the free_fn, the panic swallowed
         let w = e.new_var().unwrap();
         let p = PanicOnDrop;
@@ -580,9 +586,58 @@ fn a_panic_while_dropping_a_closure_never_reaches_c() {
             Ok(())
         })
         .unwrap();
-        assert_eq!(e.wait_timeout(&w, LIMIT).unwrap_err().kind(), ErrorKind::OpFailed);
+        assert_eq!(
+            e.wait_timeout(&w, LIMIT).unwrap_err().kind(),
+            ErrorKind::OpFailed
+        );
         v.clear_error().unwrap();
         e.push(&[], &[&v], |_| Ok(())).unwrap();
         e.wait_timeout(&v, LIMIT).unwrap();
     }
+}
+
+// A CPU op's stream is null; with a GPU, a GPU op gets its GPU and a stream, and compute ops go
+// round robin over the compute streams.
+#[test]
+fn gpu_ops_get_a_stream() {
+    let e = engine(Kind::PerDevice);
+    let v = e.new_var().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    e.push(&[], &[&v], move |x| {
+        s.lock()
+            .unwrap()
+            .push((x.info()?.device, x.stream()? as usize));
+        Ok(())
+    })
+    .unwrap();
+    e.wait(&v).unwrap();
+    assert_eq!(seen.lock().unwrap().as_slice(), &[(ordo::Device::Cpu, 0)]);
+    if ordo::device_count() == 0 {
+        eprintln!("no GPU: the GPU half of gpu_ops_get_a_stream is skipped");
+        return;
+    }
+    seen.lock().unwrap().clear();
+    for _ in 0..8 {
+        let s = seen.clone();
+        e.push_with(
+            &PushOptions::new().device(ordo::Device::Gpu(0)),
+            &[],
+            &[&v],
+            move |x| {
+                s.lock()
+                    .unwrap()
+                    .push((x.info()?.device, x.stream()? as usize));
+                Ok(())
+            },
+        )
+        .unwrap();
+    }
+    e.wait(&v).unwrap();
+    let seen = seen.lock().unwrap();
+    assert!(seen
+        .iter()
+        .all(|&(d, s)| d == ordo::Device::Gpu(0) && s != 0));
+    let streams: std::collections::HashSet<usize> = seen.iter().map(|&(_, s)| s).collect();
+    assert!(streams.len() > 1, "8 ops on {} stream(s)", streams.len());
 }
