@@ -422,8 +422,9 @@ class OpInfo:
     ``Engine.push``'s prop names; ``worker_index`` is None where the op runs inline (on the
     pushing thread); ``gpu`` is the GPU's ordinal for a GPU op, else None. ``stream`` is the
     op's CUDA stream as an int (a ``cudaStream_t``; 0 on the CPU): enqueue the op's GPU work
-    there, e.g. ``with cupy.cuda.ExternalStream(info.stream):`` or
-    ``torch.cuda.ExternalStream(info.stream, device=info.gpu)``, and return; ordo completes
+    there, e.g. ``with cupy.cuda.Stream.from_external(info):`` (an OpInfo of a GPU op speaks
+    the CUDA stream protocol, ``__cuda_stream__``), ``cupy.cuda.ExternalStream(info.stream)``
+    or ``torch.cuda.ExternalStream(info.stream, device=info.gpu)``, and return; ordo completes
     the op once that work has finished."""
     name: str
     priority: int
@@ -431,6 +432,14 @@ class OpInfo:
     worker_index: Optional[int]
     gpu: Optional[int]
     stream: int
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        """The CUDA stream protocol (version 0, the stream's address), for libraries that take
+        any object with a stream. InvalidState for a CPU op, which has none."""
+        if self.gpu is None:
+            raise InvalidState(f"ordo: op {self.name!r} runs on the CPU: it has no CUDA stream",
+                               lib.ORDO_ERR_INVALID_STATE)
+        return (0, self.stream)
 
 
 def current_op() -> OpInfo:

@@ -56,6 +56,8 @@ def test_an_op_sees_its_name_priority_and_prop(engine: ordo.Engine, prop: str) -
         assert isinstance(info.worker_index, int) and info.worker_index >= 0
     with pytest.raises(ordo.InvalidState):  # only inside the op
         ordo.current_op()
+    with pytest.raises(ordo.InvalidState, match="no CUDA stream"):
+        info.__cuda_stream__()
 
 
 def test_current_op_is_the_inner_op_while_nested(engine: ordo.Engine) -> None:
@@ -135,6 +137,7 @@ def test_a_gpu_op_gets_its_gpu_and_a_stream(engine: ordo.Engine, prop: str) -> N
     engine.wait(v)
     assert len(seen) == 8
     assert all(i.gpu == 0 and i.stream != 0 and i.prop == prop for i in seen)
+    assert all(i.__cuda_stream__() == (0, i.stream) for i in seen)
     streams = {i.stream for i in seen}
     # compute ops go round robin over the compute streams; a copy direction has one stream
     assert len(streams) > 1 if prop == "normal" else len(streams) == 1
@@ -173,7 +176,12 @@ def test_gpu_ops_run_kernels_on_their_streams_in_order(engine: ordo.Engine) -> N
             def op() -> None:
                 info = ordo.current_op()
                 streams.append(info.stream)
-                with cupy.cuda.ExternalStream(info.stream):
+                if hasattr(cupy.cuda.Stream, "from_external"):  # CuPy 14: the stream protocol
+                    stream = cupy.cuda.Stream.from_external(info)
+                    assert stream.ptr == info.stream
+                else:
+                    stream = cupy.cuda.ExternalStream(info.stream, info.gpu)
+                with stream:
                     work()
             return op
 
