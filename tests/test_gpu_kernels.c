@@ -184,6 +184,24 @@ static ordo_var new_var(ordo_engine* e) {
   return v;
 }
 
+/* Push options for a GPU op on `device`. */
+static ordo_push_opts gpu_opts(int device) {
+  ordo_push_opts o;
+  ordo_push_opts_init(&o);
+  o.device_type = ORDO_DEVICE_GPU;
+  o.device_id = device;
+  return o;
+}
+
+/* n int32s of pinned host memory mapped into every GPU (gk_host_alloc_mapped), zeroed. */
+static int32_t* mapped_ints(size_t n) {
+  int32_t* mem = NULL;
+  int rc = gk_host_alloc_mapped((void**)&mem, n * sizeof(int32_t));
+  cr_assert_eq(rc, 0, "cudaHostAlloc: %s", gk_error_string(rc));
+  memset(mem, 0, n * sizeof(int32_t));
+  return mem;
+}
+
 static void wait_all_ok(ordo_engine* e) {
   ordo_status s = ordo_wait_for_all(e);
   cr_assert_eq(s, ORDO_OK, "wait_for_all: %s (%s)", ordo_status_string(s),
@@ -497,22 +515,15 @@ Test(gpu_kernels, wait_returns_after_the_kernel) {
   NEED_GPU();
   int ndev = devices_used();
   ordo_engine* e = new_engine();
-  int32_t* mem = NULL;
-  int rc = gk_host_alloc_mapped((void**)&mem, 2 * sizeof(int32_t));
-  cr_assert_eq(rc, 0, "cudaHostAlloc: %s", gk_error_string(rc));
+  int32_t* mem = mapped_ints(2);
   volatile int32_t* counter = mem;
   volatile int32_t* mismatch = mem + 1;
-  *counter = 0;
-  *mismatch = 0;
   ordo_var v = new_var(e);
   spin_task tasks[SPIN_OPS];
   double t0 = now_s();
   for (int j = 0; j < SPIN_OPS; j++) {
     tasks[j] = (spin_task){.counter = counter, .mismatch = mismatch, .expect = j, .ns = SPIN_NS};
-    ordo_push_opts o;
-    ordo_push_opts_init(&o);
-    o.device_type = ORDO_DEVICE_GPU;
-    o.device_id = j % ndev;
+    ordo_push_opts o = gpu_opts(j % ndev);
     cr_assert_eq(ordo_opr_push(e, run_spin, &tasks[j], NULL, 0, &v, 1, &o), ORDO_OK, "%s",
                  ordo_last_error_message());
   }
@@ -526,8 +537,7 @@ Test(gpu_kernels, wait_returns_after_the_kernel) {
   /* The kernels ran one after another: the wait cannot have returned sooner. */
   cr_assert_geq(elapsed, 0.95 * SPIN_OPS * (double)SPIN_NS * 1e-9, "waited only %.3f s", elapsed);
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
-  rc = gk_host_free(mem);
-  cr_assert_eq(rc, 0, "cudaFreeHost: %s", gk_error_string(rc));
+  pinned_free(mem);
 }
 
 /* ------------------------------------------------------------------------------------------- */
@@ -539,9 +549,7 @@ Test(gpu_kernels, wait_returns_after_the_kernel) {
 static void warm_up_spin(ordo_engine* e, volatile int32_t* counter, volatile int32_t* mismatch) {
   spin_task warm = {.counter = counter, .mismatch = mismatch, .expect = 0, .ns = 0};
   ordo_var w = new_var(e);
-  ordo_push_opts o;
-  ordo_push_opts_init(&o);
-  o.device_type = ORDO_DEVICE_GPU;
+  ordo_push_opts o = gpu_opts(0);
   cr_assert_eq(ordo_opr_push(e, run_spin, &warm, NULL, 0, &w, 1, &o), ORDO_OK, "%s",
                ordo_last_error_message());
   cr_assert_eq(ordo_wait_for_var(e, w), ORDO_OK, "%s", ordo_last_error_message());
@@ -565,17 +573,12 @@ Test(gpu_kernels, independent_kernels_overlap_on_the_compute_streams) {
   ordo_engine* e = NULL;
   cr_assert_eq(ordo_engine_create(&cfg, &e), ORDO_OK, "%s", ordo_last_error_message());
   atomic_store(&g_failed_calls, 0);
-  int32_t* mem = NULL;
-  int rc = gk_host_alloc_mapped((void**)&mem, (2 * OVERLAP_OPS + 2) * sizeof(int32_t));
-  cr_assert_eq(rc, 0, "cudaHostAlloc: %s", gk_error_string(rc));
-  memset(mem, 0, (2 * OVERLAP_OPS + 2) * sizeof(int32_t));
+  int32_t* mem = mapped_ints(2 * OVERLAP_OPS + 2);
   warm_up_spin(e, mem + 2 * OVERLAP_OPS, mem + 2 * OVERLAP_OPS + 1);
 
   spin_task tasks[OVERLAP_OPS];
   ordo_var vars[OVERLAP_OPS];
-  ordo_push_opts o;
-  ordo_push_opts_init(&o);
-  o.device_type = ORDO_DEVICE_GPU;
+  ordo_push_opts o = gpu_opts(0);
   double t0 = now_s();
   for (int k = 0; k < OVERLAP_OPS; k++) {
     vars[k] = new_var(e);
@@ -602,8 +605,7 @@ Test(gpu_kernels, independent_kernels_overlap_on_the_compute_streams) {
                "they did not run at the same time",
                OVERLAP_OPS, one * 1e3, nstreams, elapsed, OVERLAP_OPS * one);
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
-  rc = gk_host_free(mem);
-  cr_assert_eq(rc, 0, "cudaFreeHost: %s", gk_error_string(rc));
+  pinned_free(mem);
 }
 
 /* Early release (docs/ARCHITECTURE.md §7) on a real GPU: in a chain of GPU ops on one var on
@@ -615,17 +617,12 @@ Test(gpu_kernels, independent_kernels_overlap_on_the_compute_streams) {
 Test(gpu_kernels, same_gpu_chain_starts_before_the_kernels_finish) {
   NEED_GPU();
   ordo_engine* e = new_engine();
-  int32_t* mem = NULL;
-  int rc = gk_host_alloc_mapped((void**)&mem, 4 * sizeof(int32_t));
-  cr_assert_eq(rc, 0, "cudaHostAlloc: %s", gk_error_string(rc));
-  memset(mem, 0, 4 * sizeof(int32_t));
+  int32_t* mem = mapped_ints(4);
   warm_up_spin(e, mem + 2, mem + 3);
 
   ordo_var v = new_var(e);
   spin_task tasks[SPIN_OPS];
-  ordo_push_opts o;
-  ordo_push_opts_init(&o);
-  o.device_type = ORDO_DEVICE_GPU;
+  ordo_push_opts o = gpu_opts(0);
   double t0 = now_s();
   for (int j = 0; j < SPIN_OPS; j++) {
     tasks[j] = (spin_task){.counter = mem, .mismatch = mem + 1, .expect = j, .ns = SPIN_NS};
@@ -655,8 +652,7 @@ Test(gpu_kernels, same_gpu_chain_starts_before_the_kernels_finish) {
                "%.3f s: the ops waited for the kernels before them instead of starting early",
                last_call, kernels);
   cr_assert_eq(ordo_engine_destroy(e), ORDO_OK);
-  rc = gk_host_free(mem);
-  cr_assert_eq(rc, 0, "cudaFreeHost: %s", gk_error_string(rc));
+  pinned_free(mem);
 }
 
 #define GRAPH_LAUNCHES 20

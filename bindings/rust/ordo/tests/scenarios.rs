@@ -600,17 +600,20 @@ fn a_panic_while_dropping_a_closure_never_reaches_c() {
 // round robin over the compute streams.
 #[test]
 fn gpu_ops_get_a_stream() {
+    type Seen = Arc<Mutex<Vec<(ordo::Device, usize)>>>;
+    // An op that records where it ran and its stream.
+    fn recorder(seen: &Seen) -> impl FnOnce(&mut ordo::Exec<'_>) -> Result<(), OpError> {
+        let s = seen.clone();
+        move |x| {
+            let place = (x.info()?.device, x.stream()? as usize);
+            s.lock().unwrap().push(place);
+            Ok(())
+        }
+    }
     let e = engine(Kind::PerDevice);
     let v = e.new_var().unwrap();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let s = seen.clone();
-    e.push(&[], &[&v], move |x| {
-        s.lock()
-            .unwrap()
-            .push((x.info()?.device, x.stream()? as usize));
-        Ok(())
-    })
-    .unwrap();
+    let seen: Seen = Arc::default();
+    e.push(&[], &[&v], recorder(&seen)).unwrap();
     e.wait(&v).unwrap();
     assert_eq!(seen.lock().unwrap().as_slice(), &[(ordo::Device::Cpu, 0)]);
     if ordo::device_count() == 0 {
@@ -618,20 +621,9 @@ fn gpu_ops_get_a_stream() {
         return;
     }
     seen.lock().unwrap().clear();
+    let on_gpu = PushOptions::new().device(ordo::Device::Gpu(0));
     for _ in 0..8 {
-        let s = seen.clone();
-        e.push_with(
-            &PushOptions::new().device(ordo::Device::Gpu(0)),
-            &[],
-            &[&v],
-            move |x| {
-                s.lock()
-                    .unwrap()
-                    .push((x.info()?.device, x.stream()? as usize));
-                Ok(())
-            },
-        )
-        .unwrap();
+        e.push_with(&on_gpu, &[], &[&v], recorder(&seen)).unwrap();
     }
     e.wait(&v).unwrap();
     let seen = seen.lock().unwrap();
