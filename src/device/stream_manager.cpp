@@ -18,6 +18,30 @@ StreamManager::~StreamManager() {
   stop();
 }
 
+int StreamManager::ensure_started(const char** what) {
+  if (life_.load(std::memory_order_acquire) == Life::kRunning) return 0;
+  std::lock_guard<std::mutex> g(life_mu_);
+  switch (life_.load(std::memory_order_relaxed)) {
+    case Life::kRunning:
+      return 0;
+    case Life::kFailed:
+      *what = start_call_;
+      return start_error_;
+    case Life::kStopped:
+      return kStopped;
+    case Life::kNew:
+      break;
+  }
+  if (int e = start(what)) {
+    start_error_ = e;
+    start_call_ = *what;
+    life_.store(Life::kFailed, std::memory_order_relaxed);
+    return e;
+  }
+  life_.store(Life::kRunning, std::memory_order_release);
+  return 0;
+}
+
 int StreamManager::start(const char** what) {
   *what = "cudaSetDevice";
   if (int e = api_->set_device(device_)) return e;
@@ -35,7 +59,6 @@ int StreamManager::start(const char** what) {
     destroy_streams();
     return e;
   }
-  started_ = true;
   poller_ = std::thread([this] { poll_loop(); });
   return 0;
 }
@@ -51,10 +74,12 @@ void StreamManager::destroy_streams() {
 }
 
 void StreamManager::stop() {
+  std::lock_guard<std::mutex> life(life_mu_);
+  const bool running = life_.load(std::memory_order_relaxed) == Life::kRunning;
+  life_.store(Life::kStopped, std::memory_order_relaxed);
+  if (!running) return;
   {
     std::unique_lock<std::mutex> lk(mu_);
-    if (!started_) return;
-    started_ = false;
     // The engine drained its ops before stopping its devices, so this wait is short (the last
     // op's report is still returning); it guards against an event left behind regardless.
     drained_cv_.wait(lk, [&] { return in_flight_.load(std::memory_order_acquire) == 0; });

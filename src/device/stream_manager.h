@@ -35,11 +35,15 @@ class StreamManager {
   StreamManager(const StreamManager&) = delete;
   StreamManager& operator=(const StreamManager&) = delete;
 
-  // Creates the streams on the device and starts the polling thread. 0, or the backend's error
-  // (with `what` naming the call that failed); nothing is left behind on failure.
-  int start(const char** what);
+  // ensure_started after stop().
+  static constexpr int kStopped = -1;
+  // Creates the streams on the device and starts the polling thread, at the first call only:
+  // every later call returns what the first returned (0, or the backend's error with `what`
+  // naming the call that failed; nothing is left behind on failure), and kStopped once stop()
+  // has run. Thread-safe; once started, one load.
+  int ensure_started(const char** what);
   // Waits until no event is in flight, then stops the thread and destroys streams and events.
-  // Idempotent.
+  // Idempotent; no start follows it.
   void stop();
 
   DeviceApi* api() const { return api_; }
@@ -85,6 +89,7 @@ class StreamManager {
     uint32_t count = 0;
     bool parked = false;
   };
+  int start(const char** what);  // the first ensure_started's work
   void destroy_streams();
 
   DeviceApi* const api_;
@@ -107,8 +112,13 @@ class StreamManager {
   std::vector<void*> all_events_;         // every event made, destroyed by stop()
   std::unordered_map<void*, Pins> pins_;  // pinned events
   bool stopping_ = false;
-  bool started_ = false;
   std::thread poller_;
+
+  enum class Life : uint8_t { kNew, kRunning, kFailed, kStopped };
+  std::atomic<Life> life_{Life::kNew};
+  std::mutex life_mu_;                // serializes ensure_started's first call and stop()
+  int start_error_ = 0;               // kFailed: the backend's error (under life_mu_)
+  const char* start_call_ = nullptr;  // kFailed: the call that failed (under life_mu_)
 };
 
 }  // namespace ordo

@@ -1,7 +1,5 @@
 #include "engine/device_table.h"
 
-#include <cstdio>
-
 #include "base/last_error.h"
 #include "device/device_api.h"
 
@@ -22,7 +20,15 @@ ordo_status DeviceTable::no_such_device(int32_t device_type, int32_t device_id) 
 }
 
 ordo_status DeviceTable::start(const EngineConfig& cfg, StreamManager::DoneFn gpu_done, void* ctx) {
-  if (cfg.kind == ORDO_ENGINE_NAIVE) return start_gpus(cfg, gpu_done, ctx);  // inline routes
+  if (cfg.kind != ORDO_ENGINE_NAIVE) {  // naive: no group, every route inline
+    if (ordo_status s = add_cpu_groups(cfg)) return s;
+  }
+  add_gpus(cfg, gpu_done, ctx);
+  return ORDO_OK;
+}
+
+// The CPU's groups, and its normal group's threads started.
+ordo_status DeviceTable::add_cpu_groups(const EngineConfig& cfg) {
   groups_[kCpu] = std::make_unique<WorkerGroup>(host_, "cpu", cfg.cpu_threads);
   DeviceGroups& cpu = devices_[0];
   if (cfg.kind == ORDO_ENGINE_POOLED) {
@@ -36,15 +42,14 @@ ordo_status DeviceTable::start(const EngineConfig& cfg, StreamManager::DoneFn gp
   if (groups_[kCpu]->ensure_started() != ORDO_OK) {
     return fail(ORDO_ERR_NO_MEMORY, "ordo_engine_create: could not start any worker thread");
   }
-  return start_gpus(cfg, gpu_done, ctx);
+  return ORDO_OK;
 }
 
 // An entry per GPU, its streams and its groups' threads made by its first op: an engine that
 // runs only CPU ops never touches the GPU (no CUDA context, none of its memory, none of the
 // driver's threads), and a child forked from a process that used CUDA, where CUDA cannot be
 // used, can still make an engine for its CPU work. Nothing here when there is no GPU.
-ordo_status DeviceTable::start_gpus(const EngineConfig& cfg, StreamManager::DoneFn gpu_done,
-                                    void* ctx) {
+void DeviceTable::add_gpus(const EngineConfig& cfg, StreamManager::DoneFn gpu_done, void* ctx) {
   DeviceApi* api = device_api();
   const int32_t n = device_count(api, &no_gpu_reason_);
   for (int32_t id = 0; id < n; ++id) {
@@ -76,36 +81,20 @@ ordo_status DeviceTable::start_gpus(const EngineConfig& cfg, StreamManager::Done
       dev.by_prop[ORDO_PROP_COPY_FROM_DEVICE] = made[2];
     }
   }
-  return ORDO_OK;
 }
 
-// Makes GPU `id`'s streams and starts its event poller, once. A failure is kept: every later
-// op for that GPU gets the same NO_DEVICE and CUDA's message (in a forked child, say, CUDA
-// would refuse each time).
+// Makes GPU `id`'s streams at its first op (StreamManager::ensure_started: once; a failure is
+// kept, so every later op for that GPU gets the same NO_DEVICE and CUDA's message, as in a
+// forked child, where CUDA would refuse each time).
 ordo_status DeviceTable::ensure_gpu_started(int32_t id) {
-  GpuStartState& g = gpu_start_[id];
-  if (g.state.load(std::memory_order_acquire) == kGpuStarted) return ORDO_OK;
-  std::lock_guard<std::mutex> lock(gpu_start_mu_);
-  switch (g.state.load(std::memory_order_relaxed)) {
-    case kGpuStarted:
-      return ORDO_OK;
-    case kGpuFailed:
-      return fail(ORDO_ERR_NO_DEVICE, "%s", g.why);
-    default:
-      break;
-  }
-  if (gpus_stopped_) return ORDO_ERR_SHUTDOWN;
+  StreamManager& sm = *gpus_[id];
   const char* call = nullptr;
-  if (int e = gpus_[id]->start(&call)) {
-    char msg[256];
-    gpus_[id]->describe(e, call, msg, sizeof msg);
-    std::snprintf(g.why, sizeof g.why, "could not make GPU %d's streams: %s", static_cast<int>(id),
-                  msg);
-    g.state.store(kGpuFailed, std::memory_order_relaxed);
-    return fail(ORDO_ERR_NO_DEVICE, "%s", g.why);
-  }
-  g.state.store(kGpuStarted, std::memory_order_release);
-  return ORDO_OK;
+  const int e = sm.ensure_started(&call);
+  if (e == 0) return ORDO_OK;
+  if (e == StreamManager::kStopped) return ORDO_ERR_SHUTDOWN;  // nothing would stop it again
+  char msg[256];
+  sm.describe(e, call, msg, sizeof msg);
+  return fail(ORDO_ERR_NO_DEVICE, "could not make GPU %d's streams: %s", static_cast<int>(id), msg);
 }
 
 void DeviceTable::stop_and_join() {
@@ -113,10 +102,6 @@ void DeviceTable::stop_and_join() {
     if (group) group->stop_and_join();
   }
   for (auto& group : gpu_groups_) group->stop_and_join();
-  {
-    std::lock_guard<std::mutex> lock(gpu_start_mu_);  // no GPU starts from here on
-    gpus_stopped_ = true;
-  }
   for (auto& sm : gpus_) sm->stop();  // the engine has drained: no event is left in flight
 }
 

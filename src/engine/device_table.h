@@ -7,11 +7,9 @@
 // (ordo_engine_queue_stats) walk the same table.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -83,7 +81,8 @@ class DeviceTable {
   static constexpr uint32_t kMaxDevices = 1 + kMaxGpus;  // the CPU, then GPU 0, 1, ...
 
   ordo_status route_slow(int32_t prop, int32_t device_type, int32_t device_id, WorkerGroup** out);
-  ordo_status start_gpus(const EngineConfig& cfg, StreamManager::DoneFn gpu_done, void* ctx);
+  ordo_status add_cpu_groups(const EngineConfig& cfg);
+  void add_gpus(const EngineConfig& cfg, StreamManager::DoneFn gpu_done, void* ctx);
   ordo_status ensure_gpu_started(int32_t id);
   ordo_status no_such_device(int32_t device_type, int32_t device_id) const;
   const DeviceGroups* find_device(int32_t device_type, int32_t device_id) const;
@@ -99,15 +98,6 @@ class DeviceTable {
   std::vector<std::unique_ptr<WorkerGroup>> gpu_groups_;
   std::deque<std::string> gpu_roles_;    // the groups' names (a deque: they never move)
   const char* no_gpu_reason_ = nullptr;  // why there are no GPUs (static), or nullptr
-  // Per GPU: whether its streams are made (by its first op), or why they could not be.
-  enum GpuStart : uint8_t { kGpuNotStarted, kGpuStarted, kGpuFailed };
-  struct GpuStartState {
-    std::atomic<uint8_t> state{kGpuNotStarted};
-    char why[320] = {};  // the failure's message, written once under gpu_start_mu_
-  };
-  GpuStartState gpu_start_[kMaxGpus];
-  std::mutex gpu_start_mu_;    // serializes starting the GPUs, and stopping them
-  bool gpus_stopped_ = false;  // under gpu_start_mu_: stop_and_join has run
 };
 
 }  // namespace ordo
