@@ -46,6 +46,7 @@ _TIMEOUT: int = lib.ORDO_ERR_TIMEOUT
 _SHUTDOWN: int = lib.ORDO_ERR_SHUTDOWN
 _INVALID_HANDLE: int = lib.ORDO_ERR_INVALID_HANDLE
 _NO_TIMEOUT_NS = 1 << 61  # above 2^60 ns: the C API reads it as "no timeout"
+_MSG_MAX = 480  # ordo keeps this much of "op 'NAME' failed (code N): MESSAGE"
 
 
 def _wait_interruptibly(wait: Callable[[int], int],
@@ -56,8 +57,9 @@ def _wait_interruptibly(wait: Callable[[int], int],
     interrupts (KeyboardInterrupt; the C wait and the ops go on, and nothing else changes). The
     same C call either way, so the same snapshot and ordering. Returns the status and the
     message when it is not this thread's last error message (the helper thread's)."""
+    timeout_ns = _NO_TIMEOUT_NS if ns is None else ns
     if threading.current_thread() is not threading.main_thread():
-        return wait(_NO_TIMEOUT_NS if ns is None else ns), None
+        return wait(timeout_ns), None
     st = wait(0)  # done already, or refused (WOULD_DEADLOCK inside an op): on this thread
     if st != _TIMEOUT or ns == 0:
         return st, None
@@ -65,17 +67,16 @@ def _wait_interruptibly(wait: Callable[[int], int],
     done = threading.Event()
 
     def run() -> None:
-        s = wait(_NO_TIMEOUT_NS if ns is None else ns)
+        s = wait(timeout_ns)
         result.append((s, last_error_message() if s != OK else None))
         done.set()
 
     try:
         threading.Thread(target=run, name="ordo-wait", daemon=True).start()
     except RuntimeError:  # no thread to be had: wait here, as other threads do
-        return wait(_NO_TIMEOUT_NS if ns is None else ns), None
+        return wait(timeout_ns), None
     done.wait()
     return result[0]
-_MSG_MAX = 480  # ordo keeps this much of "op 'NAME' failed (code N): MESSAGE"
 
 _KINDS = {
     None: lib.ORDO_ENGINE_DEFAULT,
