@@ -100,3 +100,23 @@ func TestGPUOpsGetAStream(t *testing.T) {
 		t.Fatalf("8 ops on %d stream(s)", len(streams))
 	}
 }
+
+// A pipeline run pushed as an op takes WithGPU like any push: refused the same ways.
+func TestPipelinePushWithGPUErrors(t *testing.T) {
+	e := newEngine(t, ordo.WithWorkers(2))
+	p, err := e.NewPipeline(1, ordo.SerialPipe(func(pf *ordo.Pipeflow) error { return pf.Stop() }))
+	if err != nil {
+		t.Fatalf("NewPipeline: %v", err)
+	}
+	defer p.Destroy()
+	if err := p.Push(nil, nil, ordo.WithGPU(-1)); !errors.Is(err, ordo.ErrInvalidArgument) {
+		t.Fatalf("WithGPU(-1): %v, want ErrInvalidArgument", err)
+	}
+	n := ordo.DeviceCount()
+	if err := p.Push(nil, nil, ordo.WithGPU(n)); !errors.Is(err, ordo.ErrNoDevice) {
+		t.Fatalf("WithGPU(%d): %v, want ErrNoDevice", n, err)
+	}
+	if err := p.Run(); err != nil { // nothing was pushed: the pipeline is free
+		t.Fatalf("Run: %v", err)
+	}
+}

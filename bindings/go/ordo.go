@@ -287,6 +287,19 @@ func DeviceCount() int {
 	return int(n)
 }
 
+// shimGPU is the GPU for the shim: -1 for the CPU; ErrInvalidArgument (fn names the call) for a
+// negative WithGPU.
+func (c *pushConfig) shimGPU(fn string) (C.int32_t, error) {
+	if !c.onGPU {
+		return -1, nil
+	}
+	if c.gpu < 0 || c.gpu > math.MaxInt32 {
+		return 0, &Error{Code: StatusInvalidArgument,
+			Message: fmt.Sprintf("%s: WithGPU(%d): a GPU's ordinal is 0 or more", fn, c.gpu)}
+	}
+	return C.int32_t(c.gpu), nil
+}
+
 // cname is the name for C (pointing into c.name), or nil.
 func (c *pushConfig) cname() *C.char {
 	if c.name == nil {
@@ -332,13 +345,9 @@ func (e *Engine) Push(fn func(*Exec) error, reads, writes []*Var, opts ...PushOp
 		return &Error{Code: StatusInvalidArgument, Message: "Push: nil function"}
 	}
 	cfg := pushOptions(opts)
-	gpu := -1 // the CPU, for the shim
-	if cfg.onGPU {
-		if cfg.gpu < 0 || cfg.gpu > math.MaxInt32 {
-			return &Error{Code: StatusInvalidArgument,
-				Message: fmt.Sprintf("Push: WithGPU(%d): a GPU's ordinal is 0 or more", cfg.gpu)}
-		}
-		gpu = cfg.gpu
+	gpu, err := cfg.shimGPU("Push")
+	if err != nil {
+		return err
 	}
 	rp, wp, err := varHandles("Push", reads, writes)
 	if err != nil {
@@ -346,7 +355,7 @@ func (e *Engine) Push(fn func(*Exec) error, reads, writes []*Var, opts ...PushOp
 	}
 	h := newOpHandle(fn)
 	r := C.ordo_go_push(C.uintptr_t(e.p), C.uintptr_t(h), rp, C.size_t(len(reads)), wp,
-		C.size_t(len(writes)), C.int32_t(cfg.priority), C.int32_t(cfg.prop), C.int32_t(gpu),
+		C.size_t(len(writes)), C.int32_t(cfg.priority), C.int32_t(cfg.prop), gpu,
 		cfg.cname())
 	runtime.KeepAlive(e)
 	runtime.KeepAlive(reads)

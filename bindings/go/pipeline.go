@@ -291,12 +291,16 @@ func (p *Pipeline) Push(reads, writes []*Var, opts ...PushOption) error {
 		return err
 	}
 	cfg := pushOptions(opts)
+	gpu, err := cfg.shimGPU("Pipeline.Push")
+	if err != nil {
+		return err
+	}
 	rp, wp, err := varHandles("Push", reads, writes)
 	if err != nil {
 		return err
 	}
 	r := C.ordo_go_pipeline_push(C.uintptr_t(p.p), rp, C.size_t(len(reads)), wp,
-		C.size_t(len(writes)), C.int32_t(cfg.priority), C.int32_t(cfg.prop), cfg.cname())
+		C.size_t(len(writes)), C.int32_t(cfg.priority), C.int32_t(cfg.prop), gpu, cfg.cname())
 	runtime.KeepAlive(p)
 	runtime.KeepAlive(reads)
 	runtime.KeepAlive(writes)

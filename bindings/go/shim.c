@@ -29,6 +29,20 @@ static ordo_go_ret no_memory(void) {
 
 static ordo_engine* engine(uintptr_t e) { return (ordo_engine*)e; }
 
+/* The options of a push (an op's or a pipeline run's); gpu < 0: the CPU. */
+static ordo_push_opts push_opts(int32_t priority, int32_t prop, int32_t gpu, const char* name) {
+  ordo_push_opts opts;
+  ordo_push_opts_init_sized(&opts, sizeof opts);
+  opts.priority = priority;
+  opts.prop = prop;
+  if (gpu >= 0) {
+    opts.device_type = ORDO_DEVICE_GPU;
+    opts.device_id = gpu;
+  }
+  opts.name = name;
+  return opts;
+}
+
 ordo_go_ret ordo_go_engine_create(int32_t kind, int32_t cpu_threads, int32_t gpu_compute_streams,
                                   int32_t gpu_stream_waits) {
   ordo_engine_config cfg;
@@ -112,16 +126,8 @@ ordo_go_ret ordo_go_push(uintptr_t e, uintptr_t h, const ordo_var* reads, size_t
   if (op == NULL) return no_memory();
   op->handle = h;
   op->keep = capturing != 0 && capturing == e;
-  ordo_push_opts opts;
-  ordo_push_opts_init_sized(&opts, sizeof opts);
+  ordo_push_opts opts = push_opts(priority, prop, gpu, name);
   opts.free_fn = go_op_free;
-  opts.priority = priority;
-  opts.prop = prop;
-  if (gpu >= 0) {
-    opts.device_type = ORDO_DEVICE_GPU;
-    opts.device_id = gpu;
-  }
-  opts.name = name;
   ordo_status s = ordo_opr_push(engine(e), go_op_run, op, reads, nreads, writes, nwrites, &opts);
   if (s != ORDO_OK) free(op); /* nothing was pushed, free_fn will not run */
   return result(s);
@@ -297,12 +303,8 @@ ordo_go_ret ordo_go_pipeline_run(uintptr_t p) { return result(ordo_pipeline_run(
 
 ordo_go_ret ordo_go_pipeline_push(uintptr_t p, const ordo_var* reads, size_t nreads,
                                   const ordo_var* writes, size_t nwrites, int32_t priority,
-                                  int32_t prop, const char* name) {
-  ordo_push_opts opts;
-  ordo_push_opts_init_sized(&opts, sizeof opts);
-  opts.priority = priority;
-  opts.prop = prop;
-  opts.name = name;
+                                  int32_t prop, int32_t gpu, const char* name) {
+  ordo_push_opts opts = push_opts(priority, prop, gpu, name);
   return result(ordo_pipeline_push(pipeline(p), reads, nreads, writes, nwrites, &opts));
 }
 

@@ -75,7 +75,7 @@ ordo_go_ret ordo_go_pipeline_run(uintptr_t p);
 /* name may be NULL. */
 ordo_go_ret ordo_go_pipeline_push(uintptr_t p, const ordo_var* reads, size_t nreads,
                                   const ordo_var* writes, size_t nwrites, int32_t priority,
-                                  int32_t prop, const char* name);
+                                  int32_t prop, int32_t gpu, const char* name);
 ordo_go_ret ordo_go_pipeline_reset(uintptr_t p);
 /* value: the number of tokens. */
 ordo_go_ret ordo_go_pipeline_num_tokens(uintptr_t p);
