@@ -33,7 +33,8 @@ TestSuite(gpu_kernels, .timeout = 120.0);
 /* Skipping without a GPU                                                                      */
 /* ------------------------------------------------------------------------------------------- */
 
-static int32_t never_called(ordo_exec* exec, void* ud) {
+/* Counts its calls into *ud (an atomic_int): how often it ran, 0 included. */
+static int32_t count_call(ordo_exec* exec, void* ud) {
   (void)exec;
   atomic_fetch_add((atomic_int*)ud, 1);
   return 0;
@@ -52,7 +53,7 @@ static int32_t gpus_or_reason(void) {
   ordo_push_opts_init(&o);
   o.device_type = ORDO_DEVICE_GPU;
   atomic_int unused = 0;
-  ordo_status s = ordo_opr_push(e, never_called, &unused, NULL, 0, NULL, 0, &o);
+  ordo_status s = ordo_opr_push(e, count_call, &unused, NULL, 0, NULL, 0, &o);
   snprintf(g_why, sizeof g_why, "%s",
            s == ORDO_ERR_NO_DEVICE ? ordo_last_error_message() : "GPU push was not NO_DEVICE");
   cr_assert_eq(s, ORDO_ERR_NO_DEVICE, "device count 0 but a GPU push gave %d", (int)s);
@@ -708,12 +709,6 @@ Test(gpu_kernels, captured_gpu_graph_replays) {
 /* A child forked after its parent used the GPU                                                */
 /* ------------------------------------------------------------------------------------------- */
 
-static int32_t bump(ordo_exec* exec, void* ud) {
-  (void)exec;
-  atomic_fetch_add((atomic_int*)ud, 1);
-  return 0;
-}
-
 /* CUDA cannot be used in a child forked after its parent initialized it. There an engine is
  * still made and runs CPU ops (a GPU's streams are made by its first op, not at create), and a
  * GPU op is refused with NO_DEVICE and CUDA's message, at every try. Returns 0, or the number of
@@ -727,7 +722,7 @@ static int forked_child_checks(void) {
   atomic_int ran = 0;
   ordo_var v = 0;
   if (ordo_var_new(e, &v) != ORDO_OK) return 2;
-  if (ordo_opr_push(e, bump, &ran, NULL, 0, &v, 1, NULL) != ORDO_OK ||
+  if (ordo_opr_push(e, count_call, &ran, NULL, 0, &v, 1, NULL) != ORDO_OK ||
       ordo_wait_for_all(e) != ORDO_OK || atomic_load(&ran) != 1) {
     return 3;
   }
@@ -735,13 +730,13 @@ static int forked_child_checks(void) {
   ordo_push_opts_init(&o);
   o.device_type = ORDO_DEVICE_GPU;
   for (int i = 0; i < 2; i++) {
-    ordo_status s = ordo_opr_push(e, bump, &ran, NULL, 0, &v, 1, &o);
+    ordo_status s = ordo_opr_push(e, count_call, &ran, NULL, 0, &v, 1, &o);
     const char* msg = ordo_last_error_message();
     fprintf(stderr, "child: GPU push %d: %s: %s\n", i, ordo_status_string(s), msg);
     if (s != ORDO_ERR_NO_DEVICE) return 4;
     if (!strstr(msg, "could not make GPU 0's streams") || !strstr(msg, "CUDA error")) return 5;
   }
-  if (ordo_opr_push(e, bump, &ran, NULL, 0, &v, 1, NULL) != ORDO_OK ||
+  if (ordo_opr_push(e, count_call, &ran, NULL, 0, &v, 1, NULL) != ORDO_OK ||
       ordo_wait_for_all(e) != ORDO_OK || atomic_load(&ran) != 2) {
     return 6;
   }
@@ -800,7 +795,7 @@ Test(gpu_kernels, failing_kernel_fails_its_op_with_cuda_message) {
   o.name = "trap";
   cr_assert_eq(ordo_opr_push(e, run_trap, NULL, NULL, 0, &v, 1, &o), ORDO_OK);
   atomic_int later_ran = 0;
-  cr_assert_eq(ordo_opr_push(e, never_called, &later_ran, &v, 1, &w, 1, NULL), ORDO_OK);
+  cr_assert_eq(ordo_opr_push(e, count_call, &later_ran, &v, 1, &w, 1, NULL), ORDO_OK);
   cr_assert_eq(ordo_wait_for_var(e, v), ORDO_ERR_OP_FAILED);
   const char* msg = ordo_last_error_message();
   cr_assert(strstr(msg, "CUDA error") && strstr(msg, "on GPU 0"), "wait's message: %s", msg);
@@ -848,7 +843,7 @@ Test(gpu_kernels, bad_launch_fails_its_op_with_cuda_message) {
   cr_assert_eq(ordo_opr_push(e, run_bad_launch, NULL, NULL, 0, &v, 1, &o), ORDO_OK);
   atomic_int later_ran = 0;
   o.name = "after it";
-  cr_assert_eq(ordo_opr_push(e, never_called, &later_ran, &v, 1, &w, 1, &o), ORDO_OK);
+  cr_assert_eq(ordo_opr_push(e, count_call, &later_ran, &v, 1, &w, 1, &o), ORDO_OK);
   cr_assert_eq(ordo_wait_for_var(e, v), ORDO_ERR_OP_FAILED);
   int32_t code = 0;
   char buf[512] = {0};

@@ -219,7 +219,8 @@ void test_event_completion() {
   ordo_engine_destroy(e);
 }
 
-int32_t never_called(ordo_exec*, void* ud) {
+// Counts its calls into *ud (a std::atomic<int>): the tests check how often it ran, 0 included.
+int32_t count_call(ordo_exec*, void* ud) {
   static_cast<std::atomic<int>*>(ud)->fetch_add(1);
   return 0;
 }
@@ -243,7 +244,7 @@ void test_injected_errors() {
   failing.kernel_error = SimDevice::kErrLaunchFailure;
   ordo_push_opts o = gpu_opts(0);
   ordo_opr_push(e, gpu_op, &failing, nullptr, 0, &v, 1, &o);
-  ordo_opr_push(e, never_called, &later_ran, &v, 1, nullptr, 0, nullptr);
+  ordo_opr_push(e, count_call, &later_ran, &v, 1, nullptr, 0, nullptr);
   check(ordo_wait_for_var(e, v) == ORDO_ERR_OP_FAILED, "a failed kernel fails its op");
   expect_var_error(e, v, "unspecified launch failure", "the var holds CUDA's message");
   expect_var_error(e, v, "cudaErrorLaunchFailure", "the var holds CUDA's error name");
@@ -254,7 +255,7 @@ void test_injected_errors() {
   ordo_var_new(e, &w);
   g_sim->fail_next(SimDevice::Call::kSetDevice, SimDevice::kErrInvalidValue);
   std::atomic<int> called{0};
-  ordo_opr_push(e, never_called, &called, nullptr, 0, &w, 1, &o);
+  ordo_opr_push(e, count_call, &called, nullptr, 0, &w, 1, &o);
   check(ordo_wait_for_var(e, w) == ORDO_ERR_OP_FAILED, "a failed cudaSetDevice fails the op");
   expect_var_error(e, w, "cudaSetDevice", "the message names cudaSetDevice");
   check(called.load() == 0, "the callback of an op whose device could not be set is not called");
@@ -276,11 +277,6 @@ void test_injected_errors() {
   check(ordo_wait_for_var(e, y) == ORDO_OK, "a GPU op after the failures succeeds");
   ordo_wait_for_all(e);  // the first failure is reported once
   ordo_engine_destroy(e);
-}
-
-int32_t count_call(ordo_exec*, void* ud) {
-  static_cast<std::atomic<int>*>(ud)->fetch_add(1);
-  return 0;
 }
 
 // A GPU's streams are made by its first op, not at engine create: CPU work never touches the
