@@ -156,7 +156,13 @@ def _op_onerror(exc_type: Any, exc_value: Any, tb: Any) -> int:
 
 # The exec of the op whose function runs on this thread (ordo.current_op()); an op pushed and
 # run inline from inside another (the naive engine) nests, so the trampoline restores the outer.
+# `pipes`: how many pipe functions of pipelines run on this thread (nested the same way).
 _running = threading.local()
+
+
+def _inside_callback() -> bool:
+    """Whether an op's or a pipe's function runs on this thread (below this call)."""
+    return getattr(_running, "exec", None) is not None or getattr(_running, "pipes", 0) > 0
 
 
 def _op_trampoline(exec_: Any, user_data: Any) -> int:

@@ -165,12 +165,13 @@ class _State:
     """What the callbacks of one pipeline share (not the Pipeline itself, so that the records
     below do not keep it alive): its engine, and the exception of the current run."""
 
-    __slots__ = ("engine", "exc", "pushed")
+    __slots__ = ("engine", "exc", "pushed", "stop_requested")
 
     def __init__(self, engine: "Engine") -> None:
         self.engine = engine
         self.exc: Optional[BaseException] = None  # the first exception a callback raised
         self.pushed = False  # the current run was pushed: nobody can re-raise its exception
+        self.stop_requested = False  # Ctrl-C during run(): pipe 0 ends token generation
 
     def failed(self, exc: BaseException) -> None:
         if self.exc is None:
@@ -199,7 +200,11 @@ def _pipe_trampoline(pf: Any, user_data: Any) -> int:
             return _OP_FAILED
         if _engine._finalizing or rec.state.engine._abandoned:
             return _OP_FAILED  # the interpreter is exiting: no Python code runs
+        if rec.state.stop_requested and lib.ordo_pipeflow_pipe(pf) == 0:
+            lib.ordo_pipeflow_stop(pf)  # run() was interrupted: no more tokens
+            return 0
         flow = Pipeflow(pf)
+        _engine._running.pipes = getattr(_engine._running, "pipes", 0) + 1
         try:
             result = rec.fn(flow)
         except BaseException as exc:  # noqa: BLE001 - becomes the run's failure
@@ -207,6 +212,7 @@ def _pipe_trampoline(pf: Any, user_data: Any) -> int:
             return _OP_FAILED
         finally:
             flow._live = False
+            _engine._running.pipes -= 1
         if result is None or type(result) is bool or not isinstance(result, int):
             return 0
         if result != 0 and not -2**31 <= result < 2**31:
@@ -335,6 +341,7 @@ class Pipeline:
 
     def __init__(self, engine: "Engine", pipes: Iterable[PipeArg], lines: int) -> None:
         self._destroyed = True
+        self._runs_inline = False
         self._ptr: Any = ffi.NULL
         self._keys: list[int] = []
         self._engine = engine
@@ -354,6 +361,7 @@ class Pipeline:
             raise error_for(st)
         self._ptr = out[0]
         self._keys = keys
+        self._runs_inline = engine.config().kind == "naive"
         self._lines = n_lines
         self._num_pipes = n
         self._destroyed = False
@@ -396,11 +404,51 @@ class Pipeline:
 
     # -- runs -------------------------------------------------------------------------------
 
-    def _begin(self, pushed: bool) -> tuple[Optional[BaseException], bool]:
+    def _begin(self, pushed: bool) -> tuple[Optional[BaseException], bool, bool]:
+        """Resets the run state for a run about to start; returns the state before, which
+        _refused() puts back when the library refuses the run (one may be in flight)."""
         s = self._state
-        prev = (s.exc, s.pushed)
-        s.exc, s.pushed = None, pushed
+        prev = (s.exc, s.pushed, s.stop_requested)
+        s.exc, s.pushed, s.stop_requested = None, pushed, False
         return prev
+
+    def _refused(self, prev: tuple[Optional[BaseException], bool, bool]) -> None:
+        self._state.exc, self._state.pushed, self._state.stop_requested = prev
+
+    def _run_interruptibly(self, ptr: Any) -> tuple[int, Optional[str]]:
+        """ordo_pipeline_run(ptr), so that Ctrl-C stops it when called on the main thread (the
+        one Python delivers signals to, and only between two C calls): the run goes on a helper
+        thread while this one waits on an Event, which Ctrl-C interrupts. Then pipe 0 ends
+        token generation at its next call, the tokens already accepted run to the end, and
+        KeyboardInterrupt is raised; a second Ctrl-C raises at once and leaves the run going
+        on. A naive engine's run stays on this thread (its callbacks run on the thread that
+        runs the pipeline, which then sees Ctrl-C in them), and so does a run from inside a
+        callback of ordo (which the library refuses). Returns the status and the message
+        when it is not this thread's last error message (the helper thread's)."""
+        if (self._runs_inline or threading.current_thread() is not threading.main_thread()
+                or _engine._inside_callback()):
+            return lib.ordo_pipeline_run(ptr), None
+        result: list[tuple[int, Optional[str]]] = []
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                s = lib.ordo_pipeline_run(ptr)
+                result.append((s, last_error_message() if s != OK else None))
+            finally:
+                done.set()
+
+        try:
+            try:
+                threading.Thread(target=run, name="ordo-pipeline-run", daemon=True).start()
+            except RuntimeError:  # no thread to be had: run here, as other threads do
+                return lib.ordo_pipeline_run(ptr), None
+            done.wait()
+        except KeyboardInterrupt:
+            self._state.stop_requested = True
+            done.wait()  # a second Ctrl-C leaves from here, with the run going on
+            raise
+        return result[0]
 
     def run(self) -> None:
         """Runs the pipeline until pipe 0 stops and every accepted token has left the last
@@ -414,13 +462,19 @@ class Pipeline:
         could never be resolved were dropped: the rest of the run is intact and the pipeline may
         run again. Before anything runs: InvalidHandle after destroy(), InvalidState while a
         run is in flight, WouldDeadlock from inside a callback or op of the same engine,
-        Shutdown once the engine is closed."""
+        Shutdown once the engine is closed.
+
+        On the main thread Ctrl-C stops the run: pipe 0 is not called again, the tokens it
+        accepted run to the end, then KeyboardInterrupt is raised (the pipeline may run again;
+        after a failure meanwhile it needs ``reset()``). A second Ctrl-C raises at once and
+        leaves the run going on: the pipeline counts as in flight until it ends."""
         ptr = self._live_ptr()
         prev = self._begin(pushed=False)
-        st = lib.ordo_pipeline_run(ptr)
+        st, message = self._run_interruptibly(ptr)
         if st == OK:
             return
-        message = last_error_message()
+        if message is None:
+            message = last_error_message()
         if st == _OP_FAILED:
             exc = self._state.exc
             text = message if exc is None else f"{message}: {_exception_text(exc)}"
@@ -428,7 +482,7 @@ class Pipeline:
         if st == _TOKENS_DROPPED:
             raise TokensDropped(message, st, tuple(self.dropped()))
         if st != lib.ORDO_ERR_NO_MEMORY:  # refused: nothing ran (NO_MEMORY may be either)
-            self._state.exc, self._state.pushed = prev
+            self._refused(prev)
         raise error_for(st, message)
 
     def push(self, reads: "VarsArg" = (), writes: "VarsArg" = (), *, name: Optional[str] = None,
@@ -456,7 +510,7 @@ class Pipeline:
         prev = self._begin(pushed=True)
         st = lib.ordo_pipeline_push(ptr, r, nr, w, nw, opts)
         if st != OK:
-            self._state.exc, self._state.pushed = prev
+            self._refused(prev)
             raise error_for(st)
 
     def dropped(self) -> list[int]:
