@@ -602,8 +602,9 @@ static inline void ordo_push_opts_init(ordo_push_opts* opts) {
  * than 65,535 distinct vars), INVALID_HANDLE (any var 0, stale, deleted or foreign),
  * UNSUPPORTED (opts tail or next),
  * NO_DEVICE (GPU asked for and none present; or the GPU's streams, made by its first op, could
- * not be made: the message has CUDA's error, e.g. in a child forked after its parent used CUDA,
- * and every later op for that GPU on this engine gets the same), SHUTDOWN, NO_MEMORY.
+ * not be made: the message has CUDA's error, e.g. in a child forked after its parent used CUDA
+ * (in a forked child the message says so), and every later op for that GPU on this engine gets
+ * the same), SHUTDOWN, NO_MEMORY.
  */
 ORDO_API ordo_status ordo_opr_push(ordo_engine* e, ordo_fn fn, void* user_data,
                                    const ordo_var* const_vars, size_t num_const,

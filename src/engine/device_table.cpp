@@ -1,5 +1,6 @@
 #include "engine/device_table.h"
 
+#include "base/fork_guard.h"
 #include "base/last_error.h"
 #include "device/device_api.h"
 
@@ -94,7 +95,14 @@ ordo_status DeviceTable::ensure_gpu_started(int32_t id) {
   if (e == StreamManager::kStopped) return ORDO_ERR_SHUTDOWN;  // nothing would stop it again
   char msg[256];
   sm.describe(e, call, msg, sizeof msg);
-  return fail(ORDO_ERR_NO_DEVICE, "could not make GPU %d's streams: %s", static_cast<int>(id), msg);
+  // The likeliest cause in a forked child, and one that CUDA's message does not name.
+  const char* forked = fork_generation() == 0
+                           ? ""
+                           : " (this process is a fork() child: CUDA cannot be used in a child "
+                             "forked after its parent used CUDA; start the child with exec, or "
+                             "use the GPU in one process only)";
+  return fail(ORDO_ERR_NO_DEVICE, "could not make GPU %d's streams: %s%s", static_cast<int>(id),
+              msg, forked);
 }
 
 void DeviceTable::stop_and_join() {

@@ -12,7 +12,11 @@
 // producer's event is recorded and its stream waits for it; chains, WAR, prepared ops, what
 // still waits for the producer's work, a failing producer, destroy, a randomized model checked
 // against push order), and destroy with GPU work in flight.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -347,6 +351,42 @@ void test_streams_made_by_the_first_gpu_op() {
     check(g_sim->live_streams() == before + 6, "racing first ops made GPU 0's streams once", name);
     ordo_engine_destroy(e);
   }
+}
+
+// In a forked child, a GPU whose streams cannot be made says that the fork may be why (CUDA
+// refuses a child forked after its parent used CUDA, with a message that does not say so); in
+// the parent, the same failure does not.
+void test_failed_start_in_a_forked_child() {
+  ordo_engine* e = make_engine(ORDO_ENGINE_PER_DEVICE);
+  ordo_var v;
+  ordo_var_new(e, &v);
+  ordo_push_opts o = gpu_opts(0);
+  Seen seen;
+  g_sim->fail_next(SimDevice::Call::kStreamCreate, SimDevice::kErrInvalidValue);
+  check(ordo_opr_push(e, gpu_op, &seen, nullptr, 0, &v, 1, &o) == ORDO_ERR_NO_DEVICE &&
+            std::strstr(ordo_last_error_message(), "fork") == nullptr,
+        "in the parent, a failed start names no fork", ordo_last_error_message());
+  ordo_engine_destroy(e);
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  check(pid >= 0, "fork", std::strerror(errno));
+  if (pid == 0) {
+    e = make_engine(ORDO_ENGINE_PER_DEVICE);
+    ordo_var_new(e, &v);
+    g_sim->fail_next(SimDevice::Call::kStreamCreate, SimDevice::kErrInvalidValue);
+    const bool refused =
+        ordo_opr_push(e, gpu_op, &seen, nullptr, 0, &v, 1, &o) == ORDO_ERR_NO_DEVICE;
+    const char* msg = ordo_last_error_message();
+    const bool hinted = std::strstr(msg, "could not make GPU 0's streams") != nullptr &&
+                        std::strstr(msg, "fork() child") != nullptr;
+    if (!refused || !hinted) std::fprintf(stderr, "forked child: %s\n", msg);
+    ordo_engine_destroy(e);
+    _exit(refused && hinted ? 0 : 1);
+  }
+  int status = 0;
+  check(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+        "in a forked child, a failed start's message says the fork may be why",
+        "see the child's message above");
 }
 
 void test_shutdown_in_flight() {
@@ -1118,6 +1158,8 @@ int main() {
   std::printf("streams made by the first GPU op: done\n");
   test_shutdown_in_flight();
   std::printf("shutdown in flight: done\n");
+  test_failed_start_in_a_forked_child();
+  std::printf("failed start in a forked child: done\n");
   ordo::set_device_api_for_tests(nullptr);
   if (internal_test::failed()) {
     std::fprintf(stderr, "test_gpu_sim: %d check(s) failed\n", internal_test::failures());
