@@ -68,6 +68,13 @@ class VarRefs {
     return ORDO_OK;
   }
 
+  // collect() for an op of one var, without the list machinery (no merging or ordering to do):
+  // most pushes have one var, and a VarRefs costs them ~50 instructions (docs/PERFORMANCE.md).
+  static ordo_status collect_one(const VarTable& table, uint32_t engine_tag, ordo_var h, bool write,
+                                 VarRef* out) {
+    return resolve(table, engine_tag, h, write, out) ? ORDO_OK : bad_handle(engine_tag, h);
+  }
+
   size_t size() const { return size_; }
   VarRef* data() { return data_; }
   const VarRef* data() const { return data_; }

@@ -66,8 +66,10 @@ class Engine final : public WorkerHost {
   ordo_status var_get_error(ordo_var v, int32_t* code, char* buf, size_t cap);
 
   // --- ops ---
-  ordo_status push(const OpSpec& spec, const ordo_var* const_vars, size_t num_const,
-                   const ordo_var* mutable_vars, size_t num_mutable) {
+  // Always inlined, as PushPath::push is: a call here costs every push (docs/PERFORMANCE.md).
+  [[gnu::always_inline]] ordo_status push(const OpSpec& spec, const ordo_var* const_vars,
+                                          size_t num_const, const ordo_var* mutable_vars,
+                                          size_t num_mutable) {
     return push_.push(spec, const_vars, num_const, mutable_vars, num_mutable);
   }
   ordo_status prepared_new(const OpSpec& spec, const ordo_var* const_vars, size_t num_const,

@@ -80,6 +80,15 @@ class PushPath {
     if (!devices_.route_fast(spec.prop, spec.device_type, spec.device_id, &group)) {
       return push_slow(spec, const_vars, num_const, mutable_vars, num_mutable);
     }
+    if (num_const + num_mutable == 1) {
+      const bool write = num_mutable == 1;
+      VarRef ref;
+      if (ordo_status s = VarRefs::collect_one(vars_, tag_, write ? mutable_vars[0] : const_vars[0],
+                                               write, &ref)) {
+        return s;
+      }
+      return push_resolved(spec, group, &ref, 1);
+    }
     VarRefs refs;
     if (ordo_status s =
             refs.collect(vars_, tag_, const_vars, num_const, mutable_vars, num_mutable)) {
@@ -125,6 +134,7 @@ class PushPath {
   [[gnu::noinline, gnu::cold]] PushRecorder* recording() const;
   bool attach_links(OpBlock* op, size_t n);
   ordo_status enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* ready);
+  ordo_status enqueue_on_var(OpBlock* op, const VarRef& ref, bool* ready);
   // The submission window and helping pushers (push_helping.cpp).
   void check_throttle(PushLane* lane, bool shared);
   void throttle(PushLane* lane);
