@@ -79,8 +79,7 @@ static int32_t meet(ordo_exec* x, void* ud) {
   (void)x;
   meeting* m = ud;
   atomic_fetch_add(&m->arrived, 1);
-  uint64_t t0 = tu_now_ms();
-  while (atomic_load(&m->arrived) < m->want && tu_now_ms() - t0 < 10000) tu_sleep_ms(1);
+  tu_wait_ge(&m->arrived, m->want, 10000);
   return 0;
 }
 

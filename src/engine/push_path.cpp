@@ -21,6 +21,13 @@ int64_t throttle_check_interval(int32_t max_pending) {
              ? kThrottleCheckMax
              : std::max<int64_t>(1, std::min<int64_t>(kThrottleCheckMax, max_pending / 8));
 }
+
+// A delete's arrival invalidates the var's handle at once, under its push lock, so that no later
+// push can slip in behind the delete.
+void retire_handle(VarSlot* v) {
+  v->live = false;
+  v->gen = next_generation(v->gen);
+}
 }  // namespace
 
 ordo_status refuse_push(ordo_status status) {
@@ -206,12 +213,7 @@ ordo_status PushPath::enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool*
     l.set(refs[i].slot, refs[i].access);
     if (refs[i].slot->arrive(&l)) ++granted;
   }
-  if (deleting) {
-    // Invalidate the handle now, under the lock, so no later push can slip in behind the delete.
-    VarSlot* v = refs[0].slot;
-    v->live = false;
-    v->gen = next_generation(v->gen);
-  }
+  if (deleting) retire_handle(refs[0].slot);
   unlock_all(refs, n);
   if (granted == n) {
     *ready = true;  // no access of it waits anywhere, so nobody else touches its counter
@@ -237,10 +239,7 @@ ordo_status PushPath::enqueue_on_var(OpBlock* op, const VarRef& ref, bool* ready
   VarLink& l = op->inline_lines[0].link[0];
   l.set(v, ref.access);
   *ready = v->arrive(&l);
-  if (deleting) {
-    v->live = false;  // as in enqueue_on_vars: no later push slips in behind the delete
-    v->gen = next_generation(v->gen);
-  }
+  if (deleting) retire_handle(v);
   return ORDO_OK;
 }
 

@@ -49,34 +49,53 @@ _NO_TIMEOUT_NS = 1 << 61  # above 2^60 ns: the C API reads it as "no timeout"
 _MSG_MAX = 480  # ordo keeps this much of "op 'NAME' failed (code N): MESSAGE"
 
 
+def _call_interruptibly(call: Callable[[], int], name: str,
+                        on_interrupt: Optional[Callable[[], None]] = None
+                        ) -> tuple[int, Optional[str]]:
+    """Runs the blocking C call `call()` so that Ctrl-C interrupts it on the main thread (the
+    one Python delivers signals to, and only between two C calls): the call runs on a helper
+    thread named `name` while this one waits on an Event, which Ctrl-C interrupts. Then
+    KeyboardInterrupt is raised at once and the call goes on; or, with `on_interrupt`, that is
+    called first and the wait goes on until the call returns (a second Ctrl-C leaves at once).
+    Returns the status and, when it is not OK, the helper thread's last error message."""
+    result: list[tuple[int, Optional[str]]] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            s = call()
+            result.append((s, last_error_message() if s != OK else None))
+        finally:
+            done.set()
+
+    try:
+        try:
+            threading.Thread(target=run, name=name, daemon=True).start()
+        except RuntimeError:  # no thread to be had: call here, as other threads do
+            return call(), None
+        done.wait()
+    except KeyboardInterrupt:
+        if on_interrupt is not None:
+            on_interrupt()
+            done.wait()
+        raise
+    return result[0]
+
+
 def _wait_interruptibly(wait: Callable[[int], int],
                         ns: Optional[int]) -> tuple[int, Optional[str]]:
     """Runs the C wait `wait(timeout_ns)` so that Ctrl-C interrupts it when called on the main
-    thread (the one Python delivers signals to): Python sees a signal only between two C calls,
-    so the wait runs on a helper thread while this one waits on an Event, which Ctrl-C
-    interrupts (KeyboardInterrupt; the C wait and the ops go on, and nothing else changes). The
-    same C call either way, so the same snapshot and ordering. Returns the status and the
-    message when it is not this thread's last error message (the helper thread's)."""
+    thread (_call_interruptibly; KeyboardInterrupt, the C wait and the ops go on, and nothing
+    else changes). The same C call either way, so the same snapshot and ordering. Returns the
+    status and the message when it is not this thread's last error message (the helper
+    thread's)."""
     timeout_ns = _NO_TIMEOUT_NS if ns is None else ns
     if threading.current_thread() is not threading.main_thread():
         return wait(timeout_ns), None
     st = wait(0)  # done already, or refused (WOULD_DEADLOCK inside an op): on this thread
     if st != _TIMEOUT or ns == 0:
         return st, None
-    result: list[tuple[int, Optional[str]]] = []
-    done = threading.Event()
-
-    def run() -> None:
-        s = wait(timeout_ns)
-        result.append((s, last_error_message() if s != OK else None))
-        done.set()
-
-    try:
-        threading.Thread(target=run, name="ordo-wait", daemon=True).start()
-    except RuntimeError:  # no thread to be had: wait here, as other threads do
-        return wait(timeout_ns), None
-    done.wait()
-    return result[0]
+    return _call_interruptibly(lambda: wait(timeout_ns), "ordo-wait")
 
 _KINDS = {
     None: lib.ORDO_ENGINE_DEFAULT,
@@ -154,19 +173,25 @@ def _op_onerror(exc_type: Any, exc_value: Any, tb: Any) -> int:
     return _OP_FAILED
 
 
-# The exec of the op whose function runs on this thread (ordo.current_op()); an op pushed and
-# run inline from inside another (the naive engine) nests, so the trampoline restores the outer.
-# `pipes`: how many pipe functions of pipelines run on this thread (nested the same way).
-_running = threading.local()
+class _Running(threading.local):
+    """What runs on this thread: `exec`, the exec of the op whose function runs
+    (ordo.current_op()); an op pushed and run inline from inside another (the naive engine)
+    nests, so the trampoline restores the outer. `pipes`: how many pipe functions of pipelines
+    run (nested the same way)."""
+    exec: Any = None
+    pipes: int = 0
+
+
+_running = _Running()
 
 
 def _inside_callback() -> bool:
     """Whether an op's or a pipe's function runs on this thread (below this call)."""
-    return getattr(_running, "exec", None) is not None or getattr(_running, "pipes", 0) > 0
+    return _running.exec is not None or _running.pipes > 0
 
 
 def _op_trampoline(exec_: Any, user_data: Any) -> int:
-    outer = getattr(_running, "exec", None)
+    outer = _running.exec
     _running.exec = exec_
     try:
         return _run_op(exec_, user_data)
@@ -453,7 +478,7 @@ def current_op() -> OpInfo:
     """What the op whose function is running on this thread is: its name, priority, prop,
     worker and, for a GPU op, its GPU and CUDA stream (see ``OpInfo``). Raises InvalidState
     outside an op's function (a pipeline's pipe functions included)."""
-    exec_ = getattr(_running, "exec", None)
+    exec_ = _running.exec
     if exec_ is None:
         raise InvalidState("ordo.current_op(): no op's function is running on this thread",
                            lib.ORDO_ERR_INVALID_STATE)

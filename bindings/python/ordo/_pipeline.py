@@ -204,7 +204,7 @@ def _pipe_trampoline(pf: Any, user_data: Any) -> int:
             lib.ordo_pipeflow_stop(pf)  # run() was interrupted: no more tokens
             return 0
         flow = Pipeflow(pf)
-        _engine._running.pipes = getattr(_engine._running, "pipes", 0) + 1
+        _engine._running.pipes += 1
         try:
             result = rec.fn(flow)
         except BaseException as exc:  # noqa: BLE001 - becomes the run's failure
@@ -416,39 +416,23 @@ class Pipeline:
         self._state.exc, self._state.pushed, self._state.stop_requested = prev
 
     def _run_interruptibly(self, ptr: Any) -> tuple[int, Optional[str]]:
-        """ordo_pipeline_run(ptr), so that Ctrl-C stops it when called on the main thread (the
-        one Python delivers signals to, and only between two C calls): the run goes on a helper
-        thread while this one waits on an Event, which Ctrl-C interrupts. Then pipe 0 ends
-        token generation at its next call, the tokens already accepted run to the end, and
-        KeyboardInterrupt is raised; a second Ctrl-C raises at once and leaves the run going
-        on. A naive engine's run stays on this thread (its callbacks run on the thread that
-        runs the pipeline, which then sees Ctrl-C in them), and so does a run from inside a
-        callback of ordo (which the library refuses). Returns the status and the message
-        when it is not this thread's last error message (the helper thread's)."""
+        """ordo_pipeline_run(ptr), so that Ctrl-C stops it when called on the main thread
+        (_engine._call_interruptibly): pipe 0 then ends token generation at its next call, the
+        tokens already accepted run to the end, and KeyboardInterrupt is raised; a second
+        Ctrl-C raises at once and leaves the run going on. A naive engine's run stays on this
+        thread (its callbacks run on the thread that runs the pipeline, which then sees Ctrl-C
+        in them), and so does a run from inside a callback of ordo (which the library
+        refuses). Returns the status and the message when it is not this thread's last error
+        message (the helper thread's)."""
         if (self._runs_inline or threading.current_thread() is not threading.main_thread()
                 or _engine._inside_callback()):
             return lib.ordo_pipeline_run(ptr), None
-        result: list[tuple[int, Optional[str]]] = []
-        done = threading.Event()
 
-        def run() -> None:
-            try:
-                s = lib.ordo_pipeline_run(ptr)
-                result.append((s, last_error_message() if s != OK else None))
-            finally:
-                done.set()
-
-        try:
-            try:
-                threading.Thread(target=run, name="ordo-pipeline-run", daemon=True).start()
-            except RuntimeError:  # no thread to be had: run here, as other threads do
-                return lib.ordo_pipeline_run(ptr), None
-            done.wait()
-        except KeyboardInterrupt:
+        def stop() -> None:
             self._state.stop_requested = True
-            done.wait()  # a second Ctrl-C leaves from here, with the run going on
-            raise
-        return result[0]
+
+        return _engine._call_interruptibly(lambda: lib.ordo_pipeline_run(ptr),
+                                           "ordo-pipeline-run", on_interrupt=stop)
 
     def run(self) -> None:
         """Runs the pipeline until pipe 0 stops and every accepted token has left the last
