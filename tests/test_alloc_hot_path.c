@@ -313,7 +313,8 @@ static int graph_window(void) {
          ops ? (double)allocs * 1000.0 / (double)ops : 0.0, alloc_ok ? "PASS" : "FAIL");
   printf(
       "(replayed ops, the 8 shapes above captured once: ops 3-4 and 5-6 run as two chains,\n"
-      " each one op back to back; limit: 0 allocations)\n\n");
+      " each one op back to back, and ops 0-2 and 7 as one bundle that the workers share;\n"
+      " limit: 0 allocations)\n\n");
   if (ordo_graph_destroy(g) != ORDO_OK) ok = 0;
   return ok && alloc_ok;
 }

@@ -806,6 +806,17 @@ ORDO_API ordo_status ordo_wait_for_var_async(ordo_engine* e, ordo_var v, ordo_wa
  * thread's push on those vars is ordered before or after the whole chain, never between two of
  * its ops (one of the orders its pushes allow), ordo_engine_dump lists a chain as one op, and
  * the submission window (max_pending) counts it as one.
+ * Captured ops of one var that no earlier captured op uses (independent ops: plain CPU ops at
+ * priority 0, not in a chain, not on the naive engine) form the graph's bundle: a launch queues
+ * them as one engine op that the workers share, claiming them a few at a time (and taking them
+ * from one another, so that an idle worker always gets the next one). Each still starts once
+ * its own var grants it (one whose var is busy at the launch is pushed alone), releases its var
+ * as it finishes, runs beside the others, and defers, fails, is skipped, named, traced and
+ * counted as its own push would be. What differs: they arrive on their vars before the graph's
+ * other ops (none of which they depend on), the submission window counts the bundle as one op,
+ * ordo_stats counts its ops completed when the last of them has finished, ordo_engine_dump
+ * lists it as one op (with each deferred op of it by name), and a launch made while two
+ * launches of the same graph still run bundle ops pushes its independent ops one by one.
  */
 
 /** A captured graph of ops. Opaque: a handle, not a pointer to read. A destroyed or made-up

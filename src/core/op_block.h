@@ -77,11 +77,15 @@ enum class OpKind : uint8_t {
                 // whose `internal` is an OpHook told when the op has finished
   kChain,       // a graph launch's chain of the caller's ops run back to back: `internal` is a
                 // BulkChain (engine/bulk_chain.h)
+  kBundle,      // a graph launch's independent ops run by the workers together (the carrier):
+                // `internal` is a BundleRun (engine/bulk_bundle.h); it has no links of its own
+  kMember,      // the block a bundle's member runs under (never pushed): `internal` is the
+                // member's LinkLine in its BundleRun, whose `op` is the carrier
   kWaitSignal,  // ordo_wait_for_var: its wait mark (var_slot.h), a read; wakes the waiter
   kClearError,  // ordo_var_clear_error: a writer that clears the var's error
   kDeleteVar,   // ordo_var_delete: a writer after which the var slot is reclaimed
   kAsyncWait,   // ordo_wait_for_var_async: a writer with no callback; then calls the caller's fn
-  kLastCallers = kChain,
+  kLastCallers = kMember,
 };
 
 // What a kGraph op tells when it has finished (before waiters on its vars wake, where a free_fn
@@ -108,7 +112,8 @@ struct alignas(64) OpBlock {
   ordo_free_fn free_fn;
   WorkerGroup* group;  // nullptr: runs inline on the thread that makes it ready
   void* internal;      // Waiter* (kWaitSignal), AsyncWait* (kAsyncWait), PreparedOp* (kPrepared),
-                       // OpHook* (kGraph), BulkChain* (kChain)
+                       // OpHook* (kGraph), BulkChain* (kChain), BundleRun* (kBundle),
+                       // LinkLine* (kMember)
   OpBlock* next;       // pool free list, ready chain, or a ready queue's overflow list
   std::atomic<int32_t> wait;  // var grants still missing
   int32_t priority;

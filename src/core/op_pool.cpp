@@ -22,7 +22,9 @@ OpPool::~OpPool() {
   }
 }
 
-OpBlock* OpPool::take(OpCache* c, OpPool* pool) {
+// Always inlined, into acquire() and acquire_out_of_line(): a call cost every push 28
+// instructions (callgrind).
+__attribute__((always_inline)) inline OpBlock* OpPool::take(OpCache* c, OpPool* pool) {
   if (c->loaded.count == 0) {
     if (c->spare.count != 0) {
       c->loaded = c->spare;
@@ -70,6 +72,15 @@ OpPool::Shard& OpPool::my_shard() {
 }
 
 OpBlock* OpPool::acquire(OpCache* worker_cache) {
+  if (worker_cache) return take(worker_cache, this);
+  Shard& s = my_shard();
+  SpinGuard g(s.lock);
+  return take(&s.cache, this);
+}
+
+// acquire()'s body again, not a call of it: a second caller is what makes the compiler stop
+// inlining acquire() into the push path.
+OpBlock* OpPool::acquire_out_of_line(OpCache* worker_cache) {
   if (worker_cache) return take(worker_cache, this);
   Shard& s = my_shard();
   SpinGuard g(s.lock);

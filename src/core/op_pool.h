@@ -41,6 +41,9 @@ class OpPool {
 
   // Returns nullptr only when memory or the index space is exhausted.
   OpBlock* acquire(OpCache* worker_cache);
+  // acquire() for rare callers (a graph launch's bundle): a call of its own, so that acquire()
+  // keeps the one caller with which the compiler inlines it into the push path.
+  __attribute__((noinline)) OpBlock* acquire_out_of_line(OpCache* worker_cache);
   void release(OpBlock* op, OpCache* worker_cache);
   // The block with this index, or nullptr when no such block was ever made.
   OpBlock* find(uint32_t index) const;

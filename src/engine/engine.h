@@ -97,6 +97,13 @@ class Engine final : public WorkerHost {
     if (s != ORDO_OK) counts_.count_bulk_pushed(-static_cast<int64_t>(count - 1));
     return s;
   }
+  // A graph launch's bundle (engine/bulk_bundle.h): its carrier is made (counted as a push),
+  // members join it, it is posted, and the launching thread drops its reference at the end.
+  ordo_status begin_bundle(BundleRun* run, WorkerGroup* group, OpBlock** carrier) {
+    return push_.begin_bundle(run, group, carrier);
+  }
+  void post_bundle(OpBlock* carrier, uint32_t joined) { push_.post_bundle(carrier, joined); }
+  void drop_bundle(OpBlock* carrier) { runner_.drop_bundle(carrier, 1, runner_.current_worker()); }
   // A thread's capture of this engine's pushes begins or ends (engine/push_recorder.h).
   void capture_opened() { push_.capture_opened(); }
   void capture_closed() { push_.capture_closed(); }

@@ -8,6 +8,7 @@
 #include "base/prefetch.h"
 #include "core/exec_token.h"
 #include "core/handle_bits.h"
+#include "engine/bulk_bundle.h"
 #include "engine/bulk_chain.h"
 #include "engine/call_callback.h"
 #include "engine/deferred_calls.h"
@@ -82,6 +83,11 @@ void OpRunner::execute(OpBlock* op, Worker* self) {
       return;
     case OpKind::kChain:
       run_chain(op, self);
+      return;
+    case OpKind::kBundle:
+      run_bundle(op, self);
+      return;
+    case OpKind::kMember:  // never queued: a member runs inside its carrier's run
       return;
     case OpKind::kUser:
     case OpKind::kPrepared:
@@ -287,6 +293,10 @@ void OpRunner::finalize(OpBlock* op, ErrorRecord* failure, Worker* self) {
 }
 
 void OpRunner::finish(OpBlock* op, ErrorRecord* failure, Worker* self) {
+  if (op->kind == OpKind::kMember) {  // a bundle's member that deferred
+    finalize_member(op, failure, self);
+    return;
+  }
   if (op->device_type == ORDO_DEVICE_CPU || !early_) {
     finalize(op, failure, self);
     return;
@@ -435,6 +445,9 @@ void OpRunner::release_internal(OpBlock* op, ErrorRecord* failure, Worker* self)
   } else if (op->kind == OpKind::kChain) {
     OpHook* hook = static_cast<const BulkChain*>(op->internal)->hook;
     hook->finished(hook);
+  } else if (op->kind == OpKind::kBundle) {
+    auto* run = static_cast<BundleRun*>(op->internal);  // its members told the graph already
+    run->retire(run);
   }
 }
 

@@ -56,6 +56,8 @@ class OpRunner {
   // Any op is done: finalize(), or for a GPU op under early release finalize_gpu() once the
   // accesses it was granted early have been granted by their vars.
   void finish(OpBlock* op, ErrorRecord* failure, Worker* self);
+  // Drops n of a bundle's references (engine/bulk_bundle.h): the last finishes its carrier.
+  void drop_bundle(OpBlock* carrier, int64_t n, Worker* self);
   // A GPU op was pushed and waits on these vars: early release may start it (push path).
   void early_pushed(const VarRef* refs, size_t n);
   // Runs an op with no group on this thread; queued behind the one running when nested.
@@ -108,6 +110,17 @@ class OpRunner {
   void node_unwound(OpBlock* op, uint32_t k);
   void trace_named(const char* name, const OpBlock* op, Worker* self, uint64_t start_ns,
                    TraceOutcome outcome);
+  // A graph launch's bundle (engine/bulk_bundle.h, bundle_runner.cpp): claims members and runs
+  // them back to back, queuing the carrier again while members are left for idle workers.
+  void run_bundle(OpBlock* carrier, Worker* self);
+  OpBlock* member_block(const OpBlock* carrier, Worker* self);
+  void post_bundle(OpBlock* carrier, Worker* self);
+  bool run_member(OpBlock* carrier, LinkLine& line, OpBlock** block, Worker* self,
+                  int64_t* finished);
+  void end_member(OpBlock* carrier, VarLink& link, ErrorRecord* failure);
+  // A member that deferred is complete (finish() of a kMember block).
+  void finalize_member(OpBlock* block, ErrorRecord* failure, Worker* self);
+  void member_unwound(OpBlock* carrier, OpBlock* block, int64_t finished, Worker* self);
   // An ordo_wait_for_var_async's op has its turn (engine/async_wait.cpp).
   void run_async_wait(OpBlock* op, Worker* self);
   // Forced unwinds through caller code (engine/forced_unwind.cpp): a callback's thread ended

@@ -76,6 +76,10 @@ const char* kind_text(OpKind k) {
       return "graph op";
     case OpKind::kChain:
       return "graph chain (ops run back to back)";
+    case OpKind::kBundle:
+      return "graph bundle (independent ops the workers run together)";
+    case OpKind::kMember:
+      return "graph op (of a bundle)";
     case OpKind::kWaitSignal:
       return "ordo_wait_for_var's mark";
     case OpKind::kClearError:

@@ -39,7 +39,7 @@ struct PendingOp {
 
   bool is_callers() const {
     return kind == OpKind::kUser || kind == OpKind::kPrepared || kind == OpKind::kGraph ||
-           kind == OpKind::kChain;
+           kind == OpKind::kChain || kind == OpKind::kBundle || kind == OpKind::kMember;
   }
   bool touches(const VarSlot* v) const;
 };

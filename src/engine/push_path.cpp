@@ -6,6 +6,7 @@
 #include "base/asymmetric_fence.h"
 #include "base/last_error.h"
 #include "base/spin_lock.h"
+#include "engine/bulk_bundle.h"
 #include "engine/lane_cache.h"
 #include "engine/push_recorder.h"
 #include "engine/thread_state.h"
@@ -147,6 +148,59 @@ ordo_status PushPath::push_resolved(const OpSpec& spec, WorkerGroup* group, VarR
   }
   if (check_window) check_throttle(lane, shared);
   return ORDO_OK;
+}
+
+// Counted on the shared lane and taken from the pool's shards, once per launch: the helpers a
+// push inlines (its lane, its pool cache, fill) keep that one caller, which they need to stay
+// inlined into it (each costs the dynamic path 20-36 instructions per op as a call: callgrind).
+ordo_status PushPath::begin_bundle(BundleRun* run, WorkerGroup* group, OpBlock** out) {
+  // push_resolved's handshake with shutdown: counted, then kClosed looked at. A launch from a
+  // thread that captures is refused before it gets here (api/graph_entry.h).
+  if (closed()) return refuse_push(ORDO_ERR_SHUTDOWN);
+  PushLane* lane = counts_.lock_shared_lane();
+  lane->count_push();
+  AsymmetricFence::light();
+  OpBlock* op = nullptr;
+  ordo_status status = ORDO_OK;
+  if (gate_.load(std::memory_order_relaxed) & kClosed) {
+    status = ORDO_ERR_SHUTDOWN;
+  } else if (!(op = pool_.acquire_out_of_line(nullptr))) {
+    status = ORDO_ERR_NO_MEMORY;
+  }
+  if (status != ORDO_OK) {
+    lane->uncount_push();
+    counts_.unlock_shared_lane();
+    counts_.push_backed_out();
+    return refuse_push(status);
+  }
+  const uint64_t seq = static_cast<uint64_t>(lane->pushed.load(std::memory_order_relaxed));
+  counts_.unlock_shared_lane();
+  op->fn = nullptr;
+  op->user_data = nullptr;
+  op->free_fn = nullptr;
+  op->group = group;
+  op->internal = run;
+  op->priority = 0;
+  op->num_links = 0;
+  op->prop = ORDO_PROP_NORMAL;
+  op->kind = OpKind::kBundle;
+  op->device_type = ORDO_DEVICE_CPU;
+  op->device_id = 0;
+  op->deferred = false;
+  op->has_name = false;
+  op->wait.store(0, std::memory_order_relaxed);
+  op->life().store(OpLife::pending_at(recent_ticks_.load(std::memory_order_relaxed), seq),
+                   std::memory_order_release);
+  *out = op;
+  return ORDO_OK;
+}
+
+void PushPath::post_bundle(OpBlock* carrier, uint32_t joined) {
+  auto* run = static_cast<BundleRun*>(carrier->internal);
+  run->start(joined);
+  // The carrier is one push standing for `joined` ops (the stats; the window counts one).
+  counts_.count_bulk_pushed(static_cast<int64_t>(joined) - 1);
+  if (joined != 0 && carrier->group->enqueue(carrier, 0)) refresh_ticks();
 }
 
 // Out of line: the thread-local is read only while the gate word is set (a capture open).

@@ -23,6 +23,7 @@
 
 namespace ordo {
 
+class BundleRun;
 class Engine;
 class PushRecorder;
 
@@ -115,6 +116,14 @@ class PushPath {
   // `refs` come from VarRefs::collect (merged, at most OpBlock::kMaxLinks; sorted by slot
   // address unless a short list of distinct vars).
   ordo_status push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n);
+
+  // A graph launch's bundle (engine/bulk_bundle.h): its carrier, counted as one push, with no
+  // links of its own and not yet queued; the launch joins members to it (join_member) and then
+  // posts it. Refused as a push is (shutdown, memory), with nothing counted.
+  ordo_status begin_bundle(BundleRun* run, WorkerGroup* group, OpBlock** out);
+  // `joined` members joined the carrier: counted for the stats, and the carrier queued when
+  // there is any (with none, the launch's own reference finishes it: OpRunner::drop_bundle).
+  void post_bundle(OpBlock* carrier, uint32_t joined);
 
   // Refuses every push from now on (shutdown's first step); see push_resolved for the handshake.
   void close() { gate_.fetch_or(kClosed, std::memory_order_seq_cst); }

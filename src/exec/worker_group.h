@@ -76,6 +76,8 @@ class WorkerGroup {
   // (worker_ended). One load when there is none.
   void refill();
   WorkerHost* host() const { return host_; }
+  // The threads the group runs (its workers' indices are below it).
+  int32_t threads() const { return threads_; }
   const char* role() const { return role_; }
   // Threads running, and ops ready and not yet taken (approximate while workers run).
   int32_t running_threads();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <unordered_set>
 
 #include "base/last_error.h"
 #include "base/spin_lock.h"
@@ -13,6 +14,7 @@
 namespace ordo {
 
 Graph::~Graph() {
+  if (shelf_) shelf_->close();  // destroy waited for the members; carriers may still finish
   // The free_fns run here are the engine's, as those it runs after ops: marked busy with it
   // meanwhile, a push from one is made, never recorded into a capture this thread has open, and
   // a wait or destroy from one is WOULD_DEADLOCK (ordo.h, "From inside an op").
@@ -115,10 +117,14 @@ void Graph::seal() {
     c.nodes = at;
     at += c.count;
   }
+  std::vector<bool> is_member(nodes_.size(), false);
+  find_bundle(in_chain, &is_member);
   for (uint32_t i = 0; i < nodes_.size(); ++i) {
-    if (chain_of[i] != kNoChain || !in_chain[i]) steps_.push_back({i, chain_of[i]});
+    if (chain_of[i] != kNoChain || (!in_chain[i] && !is_member[i])) {
+      steps_.push_back({i, chain_of[i]});
+    }
   }
-  if (chains_.empty()) return;
+  if (chains_.empty() && members_.empty()) return;
   vars_ = refs_;  // each (var, generation) once
   auto before = [](const VarRef& a, const VarRef& b) {
     return a.slot < b.slot || (a.slot == b.slot && a.gen < b.gen);
@@ -126,6 +132,38 @@ void Graph::seal() {
   auto same = [](const VarRef& a, const VarRef& b) { return a.slot == b.slot && a.gen == b.gen; };
   std::sort(vars_.begin(), vars_.end(), before);
   vars_.erase(std::unique(vars_.begin(), vars_.end(), same), vars_.end());
+}
+
+void Graph::find_bundle(const std::vector<bool>& in_chain, std::vector<bool>* is_member) {
+  std::unordered_set<const VarSlot*> used;  // by the nodes before
+  for (uint32_t i = 0; i < nodes_.size(); ++i) {
+    const GraphNode& node = nodes_[i];
+    const VarRef* r = refs_.data() + node.first_ref;
+    const bool plain = !in_chain[i] && node.num_refs == 1 && node.prop == ORDO_PROP_NORMAL &&
+                       node.device_type == ORDO_DEVICE_CPU && node.group != nullptr &&
+                       node.priority == 0 &&
+                       (bundle_group_ == nullptr || node.group == bundle_group_);
+    if (plain && used.count(r->slot) == 0) {
+      bundle_group_ = node.group;
+      member_nodes_.push_back(i);
+    }
+    for (uint32_t k = 0; k < node.num_refs; ++k) used.insert(r[k].slot);
+  }
+  if (member_nodes_.size() < kMinBundle) {
+    member_nodes_.clear();
+    bundle_group_ = nullptr;
+    return;
+  }
+  for (uint32_t i : member_nodes_) {
+    const GraphNode& node = nodes_[i];
+    (*is_member)[i] = true;
+    members_.push_back({node.fn, node.user_data, name_of(node)});
+    member_refs_.push_back(refs_[node.first_ref]);
+  }
+  shelf_ =
+      new BundleShelf(static_cast<uint32_t>(members_.size()),
+                      static_cast<uint32_t>(bundle_group_->threads()), members_.data(), &hook_);
+  shelf_->stock(BundleShelf::kRuns);  // a throw leaves shelf_ for ~Graph to close
 }
 
 bool Graph::vars_live() const {
@@ -168,24 +206,83 @@ ordo_status Graph::push_chain(const Step& step) {
 
 ordo_status Graph::launch(const char* api) {
   // A var deleted since the capture stops a launch at that var's first use, with the ops before
-  // it pushed. A chain runs ops of later captured pushes at its first node's place, so a graph
-  // with chains looks first, and with a var gone replays op by op, which stops where it must.
-  if (chains_.empty() || !vars_live()) return replay(api);
-  const size_t n = steps_.size();
-  // Counted for the whole launch at once, one per engine op: one atomic per launch here, one
-  // per engine op in op_finished.
-  in_flight_.add_ops(static_cast<int64_t>(n));
-  size_t pushed = 0;  // the captured ops pushed so far
-  for (size_t i = 0; i < n; ++i) {
-    const Step& step = steps_[i];
+  // it pushed. A chain runs ops of later captured pushes at its first node's place, and the
+  // bundle's members arrive before the other nodes, so a graph with either looks first, and
+  // with a var gone replays op by op, which stops where it must.
+  if ((chains_.empty() && members_.empty()) || !vars_live()) return replay(api);
+  // Counted for the whole launch at once, one per engine op and per member: one atomic per
+  // launch here, one per engine op or member as it finishes.
+  const size_t total = steps_.size() + members_.size();
+  in_flight_.add_ops(static_cast<int64_t>(total));
+  Progress at;
+  if (!members_.empty()) launch_bundle(&at);
+  for (const Step& step : steps_) {
+    if (step.node >= at.stop) break;
     const ordo_status s = step.chain == kNoChain ? push_node(nodes_[step.node]) : push_chain(step);
     if (__builtin_expect(s != ORDO_OK, 0)) {  // shutdown, memory, or a var deleted just now
-      in_flight_.done(static_cast<int64_t>(n - i));
-      return stopped(api, step.node, pushed, s);
+      at.stopped(step.node, s);
+      break;
     }
-    pushed += step.chain == kNoChain ? 1 : chains_[step.chain].count;
+    ++at.units;
+    at.pushed += step.chain == kNoChain ? 1 : chains_[step.chain].count;
+  }
+  if (__builtin_expect(at.stop != kNoStop, 0)) {
+    in_flight_.done(static_cast<int64_t>(total - at.units));
+    return stopped(api, at.stop, at.pushed, at.status);
   }
   return ORDO_OK;
+}
+
+// The members arrive first, in capture order (none depends on an earlier node, and no earlier
+// node uses its var, so nothing is ordered differently): those whose var would grant them now
+// join the carrier, which is then queued once; the others are pushed the ordinary way after it
+// (never before: a launch throttled by the window while it holds joined members that no queue
+// has could wait for them).
+void Graph::launch_bundle(Progress* at) {
+  BundleRun* run = shelf_->take();
+  if (!run) {  // every run in flight (overlapping launches): each member is pushed as a node
+    for (uint32_t i = 0; i < members_.size() && push_member(i, at); ++i) {
+    }
+    return;
+  }
+  OpBlock* carrier = nullptr;
+  if (ordo_status s = engine_->begin_bundle(run, bundle_group_, &carrier)) {
+    shelf_->give_back(run);
+    at->stopped(member_nodes_[0], s);
+    return;
+  }
+  const uint32_t tag = engine_->tag();
+  uint32_t joined = 0;
+  uint32_t busy = 0;
+  for (uint32_t i = 0; i < members_.size(); ++i) {
+    ordo_status stale = ORDO_OK;
+    const Join j = join_member(&run->line(joined), carrier, member_refs_[i], i, tag, &stale);
+    if (j == Join::kJoined) {
+      ++joined;
+    } else if (j == Join::kBusy) {
+      run->busy(busy++) = i;
+    } else {  // the pushes made again stop here: the members before it are pushed
+      at->stopped(member_nodes_[i], stale);
+      break;
+    }
+  }
+  engine_->post_bundle(carrier, joined);
+  at->units += joined;
+  at->pushed += joined;
+  for (uint32_t k = 0; k < busy && push_member(run->busy(k), at); ++k) {
+  }
+  engine_->drop_bundle(carrier);  // the launch's reference: the run is read no more here
+}
+
+bool Graph::push_member(uint32_t i, Progress* at) {
+  const uint32_t node = member_nodes_[i];
+  if (ordo_status s = push_node(nodes_[node])) {
+    at->stopped(node, s);
+    return false;
+  }
+  ++at->units;
+  ++at->pushed;
+  return true;
 }
 
 ordo_status Graph::replay(const char* api) {

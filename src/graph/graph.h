@@ -18,9 +18,11 @@
 #include <vector>
 
 #include "core/var_refs.h"
+#include "engine/bulk_bundle.h"
 #include "engine/bulk_chain.h"
 #include "engine/engine.h"
 #include "engine/prepared.h"
+#include "graph/bundle_shelf.h"
 #include "graph/in_flight.h"
 #include "ordo/ordo.h"
 
@@ -128,6 +130,33 @@ class Graph {
   std::vector<BulkNode> bulk_nodes_;
   std::vector<VarRef> chain_refs_;
   ordo_status push_chain(const Step& step);
+  // The bundle (engine/bulk_bundle.h): members in capture order, their vars and their nodes.
+  // A member is a node of one var that no earlier node uses, a plain CPU op of bundle_group_ at
+  // priority 0, not in a chain; a graph with fewer than kMinBundle has none.
+  static constexpr size_t kMinBundle = 2;
+  std::vector<BundleMember> members_;
+  std::vector<VarRef> member_refs_;
+  std::vector<uint32_t> member_nodes_;
+  WorkerGroup* bundle_group_ = nullptr;
+  BundleShelf* shelf_ = nullptr;  // the bundle's runs; outlives the graph (bundle_shelf.h)
+  void find_bundle(const std::vector<bool>& in_chain, std::vector<bool>* is_member);
+  // How far a launch got: engine ops handed on (each counted in InFlight), captured ops pushed,
+  // and the first node whose push was refused (kNoStop: none) with its status.
+  static constexpr uint32_t kNoStop = UINT32_MAX;
+  struct Progress {
+    size_t units = 0;
+    size_t pushed = 0;
+    uint32_t stop = kNoStop;
+    ordo_status status = ORDO_OK;
+    void stopped(uint32_t node, ordo_status s) {
+      if (node < stop) {
+        stop = node;
+        status = s;
+      }
+    }
+  };
+  void launch_bundle(Progress* at);
+  bool push_member(uint32_t i, Progress* at);
   // Every (var, generation) the graph uses, when it has chains (seal()), and whether each still
   // names its var. A launch whose var was deleted since the capture replays node by node.
   std::vector<VarRef> vars_;
