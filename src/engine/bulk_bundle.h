@@ -4,8 +4,9 @@
 // ops of one var whose var no earlier op of the graph uses, plain CPU ops of one worker group at
 // priority 0, not in a chain. At each launch, a member whose var would grant it now arrives on
 // the var with a link in this launch's BundleRun (one cache line per member, no pool block);
-// the others are pushed the ordinary way. The carrier is queued once; workers claim members in
-// chunks and run them (OpRunner::run_bundle, engine/bundle_runner.cpp).
+// the others are pushed the ordinary way. The launch publishes members as they join and queues
+// the carrier (once at a time); workers claim members in chunks and run them
+// (OpRunner::run_bundle, engine/bundle_runner.cpp) while the launch joins the next ones.
 //
 // What each member keeps of an op of its own (docs/ARCHITECTURE.md section 10, the four
 // constraints): it starts once its own var is granted (it only joins when granted at arrival);
@@ -42,6 +43,7 @@ enum class Join { kJoined, kBusy, kStale };
 class BundleRun {
  public:
   static constexpr uint32_t kNone = UINT32_MAX;
+  static constexpr int64_t kJoining = int64_t{1} << 40;
 
   // `capacity`: the graph's members; `workers`: the group's threads (one slice each).
   // Throws std::bad_alloc.
@@ -49,7 +51,8 @@ class BundleRun {
       : lines_(new LinkLine[capacity]),
         busy_(new uint32_t[capacity]),
         slices_(new Slice[workers]),
-        workers_(workers) {}
+        workers_(workers),
+        chunk_(chunk_for(capacity, workers)) {}
 
   // --- what the graph sets once ---
   const BundleMember* members = nullptr;
@@ -61,17 +64,27 @@ class BundleRun {
   // --- the launch ---
   // The line of the k-th member to join: its link sits in the var's state while it runs.
   LinkLine& line(uint32_t k) { return lines_[k]; }
-  // Members that could not join (their var would not grant them now), pushed after the post.
+  // Members that could not join (their var would not grant them now), pushed after the join.
   uint32_t& busy(uint32_t k) { return busy_[k]; }
-  // `count` members joined; the carrier is about to be queued (when count > 0). References: one
-  // per member, one for the queued carrier, one for the launching thread.
-  void start(uint32_t count) {
-    count_ = count;
-    chunk_ = chunk_for(count, workers_);
+  // Before the carrier is made: no member to claim yet. References: the launching thread's, and
+  // kJoining while members still join, so that no drop finishes the carrier before they have.
+  void begin() {
+    count_ = 0;
+    published_.store(0, std::memory_order_relaxed);
     cursor_.store(0, std::memory_order_relaxed);
     for (uint32_t w = 0; w < workers_; ++w) slices_[w].range.store(0, std::memory_order_relaxed);
-    posted_.store(count > 0, std::memory_order_relaxed);
-    refs_.store(int64_t{count} + 1 + (count > 0 ? 1 : 0), std::memory_order_release);
+    posted_.store(false, std::memory_order_relaxed);
+    refs_.store(kJoining + 1, std::memory_order_relaxed);
+  }
+  // The first n members joined may be claimed (their lines are written): the workers start on
+  // them while the launch joins the next ones.
+  void publish(uint32_t n) { published_.store(n, std::memory_order_release); }
+  // Joining has ended with `count` members, all published; each holds a reference until it
+  // finishes.
+  void end_join(uint32_t count) {
+    count_ = count;
+    publish(count);
+    refs_.fetch_sub(kJoining - int64_t{count}, std::memory_order_acq_rel);
   }
   uint32_t count() const { return count_; }
   const BundleMember& member_of(const LinkLine& l) const {
@@ -121,9 +134,10 @@ class BundleRun {
   std::unique_ptr<uint32_t[]> busy_;
   std::unique_ptr<Slice[]> slices_;
   const uint32_t workers_;
-  uint32_t count_ = 0;
-  uint32_t chunk_ = 1;
-  alignas(64) std::atomic<uint32_t> cursor_{0};  // the first member no worker has claimed
+  const uint32_t chunk_;
+  uint32_t count_ = 0;                              // members joined, once the join has ended
+  alignas(64) std::atomic<uint32_t> published_{0};  // members that may be claimed (the launch)
+  alignas(64) std::atomic<uint32_t> cursor_{0};     // the first member no worker has claimed
   std::atomic<bool> posted_{false};
   alignas(64) std::atomic<int64_t> refs_{0};
 };
@@ -172,19 +186,24 @@ inline uint32_t BundleRun::steal(int32_t w) {
 inline uint32_t BundleRun::next(int32_t w, bool* more) {
   uint32_t k = w >= 0 ? take_own(static_cast<uint32_t>(w), more) : kNone;
   if (k != kNone) {
-    if (!*more) *more = cursor_.load(std::memory_order_relaxed) < count_;
+    if (!*more) {
+      *more = cursor_.load(std::memory_order_relaxed) < published_.load(std::memory_order_relaxed);
+    }
     return k;
   }
-  if (cursor_.load(std::memory_order_relaxed) < count_) {
-    const uint32_t want = w >= 0 ? chunk_ : 1;
-    const uint32_t first = cursor_.fetch_add(want, std::memory_order_acq_rel);
-    if (first < count_) {
-      const uint32_t end = count_ - first < want ? count_ : first + want;
+  // Acquire: the lines of the members published are written.
+  const uint32_t avail = published_.load(std::memory_order_acquire);
+  const uint32_t want = w >= 0 ? chunk_ : 1;
+  uint32_t first = cursor_.load(std::memory_order_relaxed);
+  while (first < avail) {
+    const uint32_t end = avail - first < want ? avail : first + want;
+    if (cursor_.compare_exchange_weak(first, end, std::memory_order_acq_rel,
+                                      std::memory_order_relaxed)) {
       // Our slice is empty (take_own found it so), and a thief never writes an empty slice.
       if (w >= 0 && first + 1 < end) {
         slices_[w].range.store(pack(first + 1, end), std::memory_order_release);
       }
-      *more = first + 1 < end || end < count_;
+      *more = first + 1 < end || end < avail;
       return first;
     }
   }
@@ -194,7 +213,9 @@ inline uint32_t BundleRun::next(int32_t w, bool* more) {
 }
 
 inline bool BundleRun::untaken() const {
-  if (cursor_.load(std::memory_order_relaxed) < count_) return true;
+  if (cursor_.load(std::memory_order_relaxed) < published_.load(std::memory_order_relaxed)) {
+    return true;
+  }
   for (uint32_t v = 0; v < workers_; ++v) {
     const uint64_t r = slices_[v].range.load(std::memory_order_relaxed);
     if (begin_of(r) < end_of(r)) return true;

@@ -20,6 +20,7 @@
 #include "core/op_life.h"
 #include "core/op_pool.h"
 #include "core/var_table.h"
+#include "engine/bulk_bundle.h"
 #include "engine/device_table.h"
 #include "engine/engine_config.h"
 #include "engine/op_outcomes.h"
@@ -98,11 +99,18 @@ class Engine final : public WorkerHost {
     return s;
   }
   // A graph launch's bundle (engine/bulk_bundle.h): its carrier is made (counted as a push),
-  // members join it, it is posted, and the launching thread drops its reference at the end.
+  // members join it and are published, the carrier is queued as they are (post_bundle: unless
+  // it is queued already), the join ends, and the launching thread drops its reference.
   ordo_status begin_bundle(BundleRun* run, WorkerGroup* group, OpBlock** carrier) {
     return push_.begin_bundle(run, group, carrier);
   }
-  void post_bundle(OpBlock* carrier, uint32_t joined) { push_.post_bundle(carrier, joined); }
+  void post_bundle(OpBlock* carrier) { runner_.post_bundle(carrier, nullptr); }
+  // `joined` members joined: the carrier stands for that many pushes in ordo_engine_stats.
+  void end_bundle(OpBlock* carrier, BundleRun* run, uint32_t joined) {
+    counts_.count_bulk_pushed(static_cast<int64_t>(joined) - 1);  // before it can complete
+    run->end_join(joined);
+    if (joined != 0) runner_.post_bundle(carrier, nullptr);
+  }
   void drop_bundle(OpBlock* carrier) { runner_.drop_bundle(carrier, 1, runner_.current_worker()); }
   // A thread's capture of this engine's pushes begins or ends (engine/push_recorder.h).
   void capture_opened() { push_.capture_opened(); }

@@ -58,6 +58,8 @@ class OpRunner {
   void finish(OpBlock* op, ErrorRecord* failure, Worker* self);
   // Drops n of a bundle's references (engine/bulk_bundle.h): the last finishes its carrier.
   void drop_bundle(OpBlock* carrier, int64_t n, Worker* self);
+  // Queues a bundle's carrier, unless it is queued already.
+  void post_bundle(OpBlock* carrier, Worker* self);
   // A GPU op was pushed and waits on these vars: early release may start it (push path).
   void early_pushed(const VarRef* refs, size_t n);
   // Runs an op with no group on this thread; queued behind the one running when nested.
@@ -114,7 +116,6 @@ class OpRunner {
   // them back to back, queuing the carrier again while members are left for idle workers.
   void run_bundle(OpBlock* carrier, Worker* self);
   OpBlock* member_block(const OpBlock* carrier, Worker* self);
-  void post_bundle(OpBlock* carrier, Worker* self);
   bool run_member(OpBlock* carrier, LinkLine& line, OpBlock** block, Worker* self,
                   int64_t* finished);
   void end_member(OpBlock* carrier, VarLink& link, ErrorRecord* failure);

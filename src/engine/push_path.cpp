@@ -195,14 +195,6 @@ ordo_status PushPath::begin_bundle(BundleRun* run, WorkerGroup* group, OpBlock**
   return ORDO_OK;
 }
 
-void PushPath::post_bundle(OpBlock* carrier, uint32_t joined) {
-  auto* run = static_cast<BundleRun*>(carrier->internal);
-  run->start(joined);
-  // The carrier is one push standing for `joined` ops (the stats; the window counts one).
-  counts_.count_bulk_pushed(static_cast<int64_t>(joined) - 1);
-  if (joined != 0 && carrier->group->enqueue(carrier, 0)) refresh_ticks();
-}
-
 // Out of line: the thread-local is read only while the gate word is set (a capture open).
 PushRecorder* PushPath::recording() const {
   return recorder_for(host_);

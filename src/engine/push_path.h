@@ -118,12 +118,9 @@ class PushPath {
   ordo_status push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n);
 
   // A graph launch's bundle (engine/bulk_bundle.h): its carrier, counted as one push, with no
-  // links of its own and not yet queued; the launch joins members to it (join_member) and then
-  // posts it. Refused as a push is (shutdown, memory), with nothing counted.
+  // links of its own and not yet queued; the launch joins members to it (join_member) and
+  // queues it as it publishes them. Refused as a push is (shutdown, memory), nothing counted.
   ordo_status begin_bundle(BundleRun* run, WorkerGroup* group, OpBlock** out);
-  // `joined` members joined the carrier: counted for the stats, and the carrier queued when
-  // there is any (with none, the launch's own reference finishes it: OpRunner::drop_bundle).
-  void post_bundle(OpBlock* carrier, uint32_t joined);
 
   // Refuses every push from now on (shutdown's first step); see push_resolved for the handshake.
   void close() { gate_.fetch_or(kClosed, std::memory_order_seq_cst); }

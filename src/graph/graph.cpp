@@ -245,6 +245,7 @@ void Graph::launch_bundle(Progress* at) {
     }
     return;
   }
+  run->begin();
   OpBlock* carrier = nullptr;
   if (ordo_status s = engine_->begin_bundle(run, bundle_group_, &carrier)) {
     shelf_->give_back(run);
@@ -258,7 +259,10 @@ void Graph::launch_bundle(Progress* at) {
     ordo_status stale = ORDO_OK;
     const Join j = join_member(&run->line(joined), carrier, member_refs_[i], i, tag, &stale);
     if (j == Join::kJoined) {
-      ++joined;
+      if (++joined % kPublishEvery == 0) {  // the workers start while the launch goes on
+        run->publish(joined);
+        engine_->post_bundle(carrier);
+      }
     } else if (j == Join::kBusy) {
       run->busy(busy++) = i;
     } else {  // the pushes made again stop here: the members before it are pushed
@@ -266,7 +270,7 @@ void Graph::launch_bundle(Progress* at) {
       break;
     }
   }
-  engine_->post_bundle(carrier, joined);
+  engine_->end_bundle(carrier, run, joined);
   at->units += joined;
   at->pushed += joined;
   for (uint32_t k = 0; k < busy && push_member(run->busy(k), at); ++k) {

@@ -134,6 +134,8 @@ class Graph {
   // A member is a node of one var that no earlier node uses, a plain CPU op of bundle_group_ at
   // priority 0, not in a chain; a graph with fewer than kMinBundle has none.
   static constexpr size_t kMinBundle = 2;
+  // Members joined between two publications to the workers (each may queue the carrier).
+  static constexpr uint32_t kPublishEvery = 64;
   std::vector<BundleMember> members_;
   std::vector<VarRef> member_refs_;
   std::vector<uint32_t> member_nodes_;
