@@ -80,7 +80,7 @@ enum class OpKind : uint8_t {
   kBundle,      // a graph launch's independent ops run by the workers together (the carrier):
                 // `internal` is a BundleRun (engine/bulk_bundle.h); it has no links of its own
   kMember,      // the block a bundle's member runs under (never pushed): `internal` is the
-                // member's LinkLine in its BundleRun, whose `op` is the carrier
+                // member's VarLink in its BundleRun, whose line's `op` is the carrier
   kWaitSignal,  // ordo_wait_for_var: its wait mark (var_slot.h), a read; wakes the waiter
   kClearError,  // ordo_var_clear_error: a writer that clears the var's error
   kDeleteVar,   // ordo_var_delete: a writer after which the var slot is reclaimed
@@ -113,7 +113,7 @@ struct alignas(64) OpBlock {
   WorkerGroup* group;  // nullptr: runs inline on the thread that makes it ready
   void* internal;      // Waiter* (kWaitSignal), AsyncWait* (kAsyncWait), PreparedOp* (kPrepared),
                        // OpHook* (kGraph), BulkChain* (kChain), BundleRun* (kBundle),
-                       // LinkLine* (kMember)
+                       // VarLink* (kMember)
   OpBlock* next;       // pool free list, ready chain, or a ready queue's overflow list
   std::atomic<int32_t> wait;  // var grants still missing
   int32_t priority;

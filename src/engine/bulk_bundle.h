@@ -3,7 +3,7 @@
 // E). The layer that launches (src/graph/) picks the members once, when the capture ends: captured
 // ops of one var whose var no earlier op of the graph uses, plain CPU ops of one worker group at
 // priority 0, not in a chain. At each launch, a member whose var would grant it now arrives on
-// the var with a link in this launch's BundleRun (one cache line per member, no pool block);
+// the var with a link in this launch's BundleRun (three to a cache line, no pool block);
 // the others are pushed the ordinary way. The launch publishes members as they join and queues
 // the carrier (once at a time); workers claim members in chunks and run them
 // (OpRunner::run_bundle, engine/bundle_runner.cpp) while the launch joins the next ones.
@@ -48,7 +48,8 @@ class BundleRun {
   // `capacity`: the graph's members; `workers`: the group's threads (one slice each).
   // Throws std::bad_alloc.
   BundleRun(uint32_t capacity, uint32_t workers)
-      : lines_(new LinkLine[capacity]),
+      : lines_(new LinkLine[(capacity + LinkLine::kLinks - 1) / LinkLine::kLinks]),
+        which_(new uint32_t[capacity]),
         busy_(new uint32_t[capacity]),
         slices_(new Slice[workers]),
         workers_(workers),
@@ -62,8 +63,12 @@ class BundleRun {
   BundleRun* next_free = nullptr;        // the owner's free list
 
   // --- the launch ---
-  // The line of the k-th member to join: its link sits in the var's state while it runs.
-  LinkLine& line(uint32_t k) { return lines_[k]; }
+  // The link of the k-th member to join (it sits in the var's state while the member runs),
+  // three to a line whose `op` is the carrier, as an op block's links are; and which of the
+  // graph's members it is.
+  VarLink& link(uint32_t k) { return lines_[k / LinkLine::kLinks].link[k % LinkLine::kLinks]; }
+  LinkLine& line_of(uint32_t k) { return lines_[k / LinkLine::kLinks]; }
+  uint32_t& which(uint32_t k) { return which_[k]; }
   // Members that could not join (their var would not grant them now), pushed after the join.
   uint32_t& busy(uint32_t k) { return busy_[k]; }
   // Before the carrier is made: no member to claim yet. References: the launching thread's, and
@@ -87,9 +92,7 @@ class BundleRun {
     refs_.fetch_sub(kJoining - int64_t{count}, std::memory_order_acq_rel);
   }
   uint32_t count() const { return count_; }
-  const BundleMember& member_of(const LinkLine& l) const {
-    return members[l.life.load(std::memory_order_relaxed)];
-  }
+  const BundleMember& member(uint32_t k) const { return members[which_[k]]; }
 
   // --- the workers ---
   // The carrier left the ready queue: it may be queued again (at most once at a time: a block
@@ -131,6 +134,7 @@ class BundleRun {
   uint32_t steal(int32_t w);
 
   std::unique_ptr<LinkLine[]> lines_;
+  std::unique_ptr<uint32_t[]> which_;
   std::unique_ptr<uint32_t[]> busy_;
   std::unique_ptr<Slice[]> slices_;
   const uint32_t workers_;
@@ -223,11 +227,12 @@ inline bool BundleRun::untaken() const {
   return false;
 }
 
-// A member arrives on its var (the launch, in capture order): joined, and granted, when the var
-// would grant it now; kBusy when it would wait (it is then pushed the ordinary way); kStale when
-// the var was deleted since the capture (`*stale` says so, under the var's lock).
-inline Join join_member(LinkLine* line, OpBlock* carrier, const VarRef& ref, uint32_t member,
-                        uint32_t engine_tag, ordo_status* stale) {
+// A member arrives on its var (the launch, in capture order) as the run's k-th member: joined,
+// and granted, when the var would grant it now; kBusy when it would wait (it is then pushed the
+// ordinary way); kStale when the var was deleted since the capture (`*stale` says so, under the
+// var's lock).
+inline Join join_member(BundleRun* run, uint32_t k, OpBlock* carrier, const VarRef& ref,
+                        uint32_t member, uint32_t engine_tag, ordo_status* stale) {
   VarSlot* v = ref.slot;
   SpinGuard g(v->push_lock);
   if (!v->named_by(ref.gen)) {
@@ -235,10 +240,11 @@ inline Join join_member(LinkLine* line, OpBlock* carrier, const VarRef& ref, uin
     return Join::kStale;
   }
   if (!v->grants_now((ref.access & VarLink::kWriteBit) != 0)) return Join::kBusy;
-  line->op = carrier;
-  line->life.store(member, std::memory_order_relaxed);
-  line->link[0].set(v, ref.access);
-  v->arrive(&line->link[0]);  // granted: nothing else arrives meanwhile (the push lock)
+  run->line_of(k).op = carrier;
+  run->which(k) = member;
+  VarLink& l = run->link(k);
+  l.set(v, ref.access);
+  v->arrive(&l);  // granted: nothing else arrives meanwhile (the push lock)
   return Join::kJoined;
 }
 

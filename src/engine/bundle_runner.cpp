@@ -46,14 +46,14 @@ void OpRunner::run_bundle(OpBlock* carrier, Worker* self) {
     const uint32_t k = run->next(w, &more);
     if (k == BundleRun::kNone) break;
     if (more) post_bundle(carrier, self);
-    if (run_member(carrier, run->line(k), &block, self, &finished)) ++finished;
+    if (run_member(carrier, k, &block, self, &finished)) ++finished;
   }
   if (block) pool_.release(block, completion_site(self).cache);
   drop_bundle(carrier, finished + 1, self);
 }
 
 // A block for members to run under: the carrier's placement, with no links of its own (the
-// member's link is in its line). Stamped with the carrier's push time for diagnostics.
+// member's link is in its run). Stamped with the carrier's push time for diagnostics.
 OpBlock* OpRunner::member_block(const OpBlock* carrier, Worker* self) {
   OpBlock* b = pool_.acquire_out_of_line(self ? &self->cache : nullptr);
   if (!b) return nullptr;
@@ -82,13 +82,14 @@ void OpRunner::post_bundle(OpBlock* carrier, Worker* self) {
   }
 }
 
-// Runs the member whose link is in `line` under *block. True when it finished here; false when
+// Runs the run's k-th member under *block. True when it finished here; false when
 // it deferred and is not complete yet (it keeps the block: *block is then nullptr) or completed
 // while its callback ran (finalize_member finished it, and the block is gone too).
-bool OpRunner::run_member(OpBlock* carrier, LinkLine& line, OpBlock** block, Worker* self,
+bool OpRunner::run_member(OpBlock* carrier, uint32_t k, OpBlock** block, Worker* self,
                           int64_t* finished) {
-  const BundleMember& m = run_of(carrier)->member_of(line);
-  VarLink& link = line.link[0];
+  BundleRun* run = run_of(carrier);
+  const BundleMember& m = run->member(k);
+  VarLink& link = run->link(k);
   const uint64_t start_ns = tracer_ ? tracer_->now_ns() : 0;
   if (ErrorRecord* inherited = link.var()->current_error()) {
     outcomes_.skipped();
@@ -99,7 +100,7 @@ bool OpRunner::run_member(OpBlock* carrier, LinkLine& line, OpBlock** block, Wor
   OpBlock* b = *block;
   b->fn = m.fn;
   b->user_data = m.user_data;
-  b->internal = &line;
+  b->internal = &link;
   b->has_name = m.name != nullptr;
   if (m.name) copy_name(b->name, m.name);
   ErrorRecord* failure;
@@ -155,9 +156,9 @@ void OpRunner::end_member(OpBlock* carrier, VarLink& link, ErrorRecord* failure)
 // A member that deferred is complete (its callback returned and ordo_complete was called), on
 // whichever thread came second; `failure` is what ordo_complete passed.
 void OpRunner::finalize_member(OpBlock* block, ErrorRecord* failure, Worker* self) {
-  auto* line = static_cast<LinkLine*>(block->internal);
-  OpBlock* carrier = line->op;
-  end_member(carrier, line->link[0], failure);
+  auto* link = static_cast<VarLink*>(block->internal);
+  OpBlock* carrier = link->op();  // its line's
+  end_member(carrier, *link, failure);
   pool_.release(block, completion_site(self).cache);  // deferred: a new generation
   drop_bundle(carrier, 1, self);
 }

@@ -116,8 +116,7 @@ class OpRunner {
   // them back to back, queuing the carrier again while members are left for idle workers.
   void run_bundle(OpBlock* carrier, Worker* self);
   OpBlock* member_block(const OpBlock* carrier, Worker* self);
-  bool run_member(OpBlock* carrier, LinkLine& line, OpBlock** block, Worker* self,
-                  int64_t* finished);
+  bool run_member(OpBlock* carrier, uint32_t k, OpBlock** block, Worker* self, int64_t* finished);
   void end_member(OpBlock* carrier, VarLink& link, ErrorRecord* failure);
   // A member that deferred is complete (finish() of a kMember block).
   void finalize_member(OpBlock* block, ErrorRecord* failure, Worker* self);

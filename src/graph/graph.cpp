@@ -257,7 +257,7 @@ void Graph::launch_bundle(Progress* at) {
   uint32_t busy = 0;
   for (uint32_t i = 0; i < members_.size(); ++i) {
     ordo_status stale = ORDO_OK;
-    const Join j = join_member(&run->line(joined), carrier, member_refs_[i], i, tag, &stale);
+    const Join j = join_member(run, joined, carrier, member_refs_[i], i, tag, &stale);
     if (j == Join::kJoined) {
       if (++joined % kPublishEvery == 0) {  // the workers start while the launch goes on
         run->publish(joined);
