@@ -416,3 +416,43 @@ Test(graph_bundle, a_member_var_deleted_after_capture_stops_the_launch_there) {
   TU_ASSERT_ST(ordo_graph_destroy(g), ORDO_OK, "graph_destroy");
   TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "engine_destroy");
 }
+
+/* ---- a throttled, helping launcher may run members itself ---- */
+
+Test(graph_bundle, a_helping_launcher_throttled_by_the_window_runs_members_too) {
+  /* 256 members, then a second op on each of their vars (not members: they follow one): the
+   * launch pushes those 256 ops after posting the bundle, the window of 64 throttles it, and a
+   * helping pusher takes ready work from the queue, the bundle's carrier included, which it
+   * runs one member at a time beside the workers. */
+  enum { N = 256, LAUNCHES = 20 };
+  ordo_engine_config cfg;
+  ordo_engine_config_init(&cfg);
+  cfg.kind = ORDO_ENGINE_PER_DEVICE;
+  cfg.cpu_threads = 2;
+  cfg.max_pending = 64;
+  cfg.flags = ORDO_ENGINE_FLAG_PUSHERS_HELP;
+  ordo_engine* e = NULL;
+  TU_ASSERT_ST(ordo_engine_create(&cfg, &e), ORDO_OK, "engine_create");
+  ordo_var v[N];
+  make_vars(e, v, N);
+  atomic_int count;
+  atomic_init(&count, 0);
+  TU_ASSERT_ST(ordo_graph_begin_capture(e), ORDO_OK, "begin_capture");
+  for (int pass = 0; pass < 2; pass++) {
+    for (int i = 0; i < N; i++) {
+      TU_ASSERT_ST(ordo_opr_push(e, tu_count_fn, &count, NULL, 0, &v[i], 1, NULL), ORDO_OK, "push");
+    }
+  }
+  ordo_graph* g = NULL;
+  TU_ASSERT_ST(ordo_graph_end_capture(e, &g), ORDO_OK, "end_capture");
+  for (int i = 0; i < LAUNCHES; i++) TU_ASSERT_ST(ordo_graph_launch(g), ORDO_OK, "launch");
+  TU_ASSERT_ST(ordo_wait_for_all_timeout(e, TU_MS_NS(20000)), ORDO_OK, "wait_for_all");
+  cr_assert_eq(atomic_load(&count), 2 * N * LAUNCHES);
+  ordo_stats st;
+  st.struct_size = sizeof st;
+  TU_ASSERT_ST(ordo_engine_stats(e, &st), ORDO_OK, "stats");
+  cr_assert_eq(st.pushed, 2 * N * LAUNCHES);
+  cr_assert_eq(st.completed, 2 * N * LAUNCHES);
+  TU_ASSERT_ST(ordo_graph_destroy(g), ORDO_OK, "graph_destroy");
+  TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "engine_destroy");
+}

@@ -47,6 +47,9 @@ void OpRunner::run_bundle(OpBlock* carrier, Worker* self) {
     if (k == BundleRun::kNone) break;
     if (more) post_bundle(carrier, self);
     if (run_member(carrier, k, &block, self, &finished)) ++finished;
+    // A thread that is not one of the group's workers (a pusher helping while throttled) runs
+    // one member per take, as it runs one op: it looks at the window again between two.
+    if (w < 0) break;
   }
   if (block) pool_.release(block, completion_site(self).cache);
   drop_bundle(carrier, finished + 1, self);
