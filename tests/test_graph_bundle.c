@@ -45,6 +45,13 @@ static ordo_graph* capture_one_per_var(ordo_engine* e, const ordo_var* v, int n,
   return g;
 }
 
+/* Captures one op per var (mutating it) that counts its calls in *count. */
+static ordo_graph* capture_counting(ordo_engine* e, const ordo_var* v, int n, atomic_int* count) {
+  void* ud[MAX_MEMBERS];
+  for (int i = 0; i < n; i++) ud[i] = count;
+  return capture_one_per_var(e, v, n, tu_count_fn, ud);
+}
+
 /* ---- members run at the same time: one may wait for another claimed by the same worker ---- */
 
 struct meet {
@@ -346,9 +353,7 @@ Test(graph_bundle, overlapping_launches_of_one_graph_each_run_every_member) {
   make_vars(e, v, N);
   atomic_int count;
   atomic_init(&count, 0);
-  void* ud[N];
-  for (int i = 0; i < N; i++) ud[i] = &count;
-  ordo_graph* g = capture_one_per_var(e, v, N, tu_count_fn, ud);
+  ordo_graph* g = capture_counting(e, v, N, &count);
   for (int i = 0; i < LAUNCHES; i++) TU_ASSERT_ST(ordo_graph_launch(g), ORDO_OK, "launch");
   TU_ASSERT_ST(ordo_wait_for_all(e), ORDO_OK, "wait_for_all");
   cr_assert_eq(atomic_load(&count), N * LAUNCHES);
@@ -402,9 +407,7 @@ Test(graph_bundle, a_member_var_deleted_after_capture_stops_the_launch_there) {
   make_vars(e, v, N);
   atomic_int count;
   atomic_init(&count, 0);
-  void* ud[N];
-  for (int i = 0; i < N; i++) ud[i] = &count;
-  ordo_graph* g = capture_one_per_var(e, v, N, tu_count_fn, ud);
+  ordo_graph* g = capture_counting(e, v, N, &count);
   TU_ASSERT_ST(ordo_var_delete(e, v[3]), ORDO_OK, "delete");
   ordo_status s = ordo_graph_launch(g);
   char msg[512];

@@ -35,6 +35,25 @@ struct BundleMember {
   const char* name;  // nullptr: none
 };
 
+// A bundle's block that no push fills (the carrier, the block a member runs under): a plain CPU
+// op of `group` at priority 0, with no links of its own and no callback of its own yet.
+inline void set_bundle_block(OpBlock* b, OpKind kind, void* internal, WorkerGroup* group) {
+  b->fn = nullptr;
+  b->user_data = nullptr;
+  b->free_fn = nullptr;
+  b->group = group;
+  b->internal = internal;
+  b->priority = 0;
+  b->num_links = 0;
+  b->prop = ORDO_PROP_NORMAL;
+  b->kind = kind;
+  b->device_type = ORDO_DEVICE_CPU;
+  b->device_id = 0;
+  b->deferred = false;
+  b->has_name = false;
+  b->wait.store(0, std::memory_order_relaxed);
+}
+
 // How a member's arrival went (join_member).
 enum class Join { kJoined, kBusy, kStale };
 

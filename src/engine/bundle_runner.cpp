@@ -60,19 +60,7 @@ void OpRunner::run_bundle(OpBlock* carrier, Worker* self) {
 OpBlock* OpRunner::member_block(const OpBlock* carrier, Worker* self) {
   OpBlock* b = pool_.acquire_out_of_line(self ? &self->cache : nullptr);
   if (!b) return nullptr;
-  b->fn = nullptr;
-  b->user_data = nullptr;
-  b->free_fn = nullptr;
-  b->group = carrier->group;
-  b->priority = 0;
-  b->num_links = 0;
-  b->prop = ORDO_PROP_NORMAL;
-  b->kind = OpKind::kMember;
-  b->device_type = ORDO_DEVICE_CPU;
-  b->device_id = 0;
-  b->deferred = false;
-  b->has_name = false;
-  b->wait.store(0, std::memory_order_relaxed);
+  set_bundle_block(b, OpKind::kMember, nullptr, carrier->group);  // internal: set per member
   const uint64_t stamp = const_cast<OpBlock*>(carrier)->life().load(std::memory_order_relaxed);
   b->life().store(OpLife::with_state(stamp, OpState::kRunning), std::memory_order_release);
   return b;

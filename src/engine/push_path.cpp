@@ -175,20 +175,7 @@ ordo_status PushPath::begin_bundle(BundleRun* run, WorkerGroup* group, OpBlock**
   }
   const uint64_t seq = static_cast<uint64_t>(lane->pushed.load(std::memory_order_relaxed));
   counts_.unlock_shared_lane();
-  op->fn = nullptr;
-  op->user_data = nullptr;
-  op->free_fn = nullptr;
-  op->group = group;
-  op->internal = run;
-  op->priority = 0;
-  op->num_links = 0;
-  op->prop = ORDO_PROP_NORMAL;
-  op->kind = OpKind::kBundle;
-  op->device_type = ORDO_DEVICE_CPU;
-  op->device_id = 0;
-  op->deferred = false;
-  op->has_name = false;
-  op->wait.store(0, std::memory_order_relaxed);
+  set_bundle_block(op, OpKind::kBundle, run, group);
   op->life().store(OpLife::pending_at(recent_ticks_.load(std::memory_order_relaxed), seq),
                    std::memory_order_release);
   *out = op;
