@@ -459,3 +459,87 @@ Test(graph_bundle, a_helping_launcher_throttled_by_the_window_runs_members_too) 
   TU_ASSERT_ST(ordo_graph_destroy(g), ORDO_OK, "graph_destroy");
   TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "engine_destroy");
 }
+
+/* ---- launches race with another thread's pushes on the members' vars ---- */
+
+#define RACE_VARS 1024
+struct race_op {
+  struct race* r;
+  int var;
+};
+struct race {
+  atomic_int inside[RACE_VARS];      /* writers running on each var: never more than one */
+  struct race_op outside[RACE_VARS]; /* the other thread's ops (filled before it starts) */
+  atomic_int overlaps;
+  atomic_int runs;
+  atomic_int stop;
+  ordo_engine* e;
+  ordo_var* v;
+};
+
+static int32_t exclusive_writer(ordo_exec* x, void* ud) {
+  (void)x;
+  struct race_op* o = ud;
+  if (atomic_fetch_add(&o->r->inside[o->var], 1) != 0) atomic_fetch_add(&o->r->overlaps, 1);
+  for (volatile int spin = 0; spin < 20; spin++) {
+  }
+  atomic_fetch_sub(&o->r->inside[o->var], 1);
+  atomic_fetch_add(&o->r->runs, 1);
+  return 0;
+}
+
+static void* push_on_member_vars(void* p) {
+  struct race* r = p;
+  uint64_t s = 88172645463325252ull;
+  int pushed = 0;
+  while (!atomic_load(&r->stop)) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    const int i = (int)(s % RACE_VARS);
+    if (ordo_opr_push(r->e, exclusive_writer, &r->outside[i], NULL, 0, &r->v[i], 1, NULL) ==
+        ORDO_OK) {
+      pushed++;
+    }
+  }
+  return (void*)(intptr_t)pushed;
+}
+
+Test(graph_bundle, members_never_overlap_an_outside_writer_on_their_var) {
+  /* Another thread keeps pushing writers on the members' vars while the graph (one writer per
+   * var, all members) is launched again and again: each member must join only a var that is
+   * free at its arrival, and every op on a var must run alone. */
+  enum { LAUNCHES = 30 };
+  for (int k = 0; k < TU_NUM_THREADED_KINDS; k++) {
+    ordo_engine* e = make_engine(tu_threaded_kinds[k], 2);
+    static ordo_var v[RACE_VARS];
+    static struct race r;
+    static struct race_op mine[RACE_VARS];
+    memset(&r, 0, sizeof r);
+    r.e = e;
+    r.v = v;
+    for (int i = 0; i < RACE_VARS; i++) {
+      TU_ASSERT_ST(ordo_var_new(e, &v[i]), ORDO_OK, "var_new");
+      mine[i].r = r.outside[i].r = &r;
+      mine[i].var = r.outside[i].var = i;
+    }
+    TU_ASSERT_ST(ordo_graph_begin_capture(e), ORDO_OK, "begin_capture");
+    for (int i = 0; i < RACE_VARS; i++) {
+      TU_ASSERT_ST(ordo_opr_push(e, exclusive_writer, &mine[i], NULL, 0, &v[i], 1, NULL), ORDO_OK,
+                   "push");
+    }
+    ordo_graph* g = NULL;
+    TU_ASSERT_ST(ordo_graph_end_capture(e, &g), ORDO_OK, "end_capture");
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, push_on_member_vars, &r), 0);
+    for (int i = 0; i < LAUNCHES; i++) TU_ASSERT_ST(ordo_graph_launch(g), ORDO_OK, "launch");
+    TU_ASSERT_ST(ordo_wait_for_all(e), ORDO_OK, "wait_for_all (launches)");
+    atomic_store(&r.stop, 1);
+    void* pushed = NULL;
+    pthread_join(t, &pushed);
+    TU_ASSERT_ST(ordo_wait_for_all(e), ORDO_OK, "wait_for_all");
+    cr_assert_eq(atomic_load(&r.overlaps), 0, "%s: two writers ran at once on a var",
+                 tu_kind_name(tu_threaded_kinds[k]));
+    cr_assert_eq(atomic_load(&r.runs), RACE_VARS * LAUNCHES + (int)(intptr_t)pushed);
+    TU_ASSERT_ST(ordo_graph_destroy(g), ORDO_OK, "graph_destroy");
+    TU_ASSERT_ST(ordo_engine_destroy(e), ORDO_OK, "engine_destroy");
+  }
+}
