@@ -187,6 +187,27 @@ class LinkCursor {
   uint32_t k_ = 0;
 };
 
+// Calls f(link) for each of the op's links, in order, until f returns true; returns whether it
+// did. An op of at most kLinks vars (nearly every op) has them all in its first inline line: a
+// plain loop over that array, without the cursor's line stepping (callgrind: the worker's three
+// walks over one link cost ~20 instructions per op more through the cursor).
+template <class F>
+__attribute__((always_inline)) inline bool for_each_link(OpBlock* op, F&& f) {
+  const uint32_t n = op->num_links;
+  if (__builtin_expect(n <= LinkLine::kLinks, 1)) {
+    VarLink* line = op->inline_lines[0].link;
+    for (uint32_t i = 0; i < n; ++i) {
+      if (f(line[i])) return true;
+    }
+    return false;
+  }
+  LinkCursor links(op);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (f(links.next())) return true;
+  }
+  return false;
+}
+
 // Copies an op name, truncated to ORDO_NAME_MAX bytes without splitting a UTF-8 character, and
 // NUL-terminated.
 inline void copy_name(char (&dst)[ORDO_NAME_MAX + 1], const char* src) {

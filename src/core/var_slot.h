@@ -527,11 +527,9 @@ struct alignas(64) VarSlot {
 inline ErrorRecord* first_error_of(OpBlock* op) {
   // Safe without a lock: the op holds a grant on each var, and errors change only when the
   // holder of a write grant completes, which excludes ours.
-  LinkCursor links(op);
-  for (uint32_t i = 0; i < op->num_links; ++i) {
-    if (ErrorRecord* e = links.next().var()->current_error()) return e;
-  }
-  return nullptr;
+  ErrorRecord* e = nullptr;
+  for_each_link(op, [&e](VarLink& l) { return (e = l.var()->current_error()) != nullptr; });
+  return e;
 }
 
 // Decrements the wait counter of each granted link's op; `on_ready(op)` gets each op whose last

@@ -68,7 +68,8 @@ Worker* OpRunner::current_worker() const {
 }
 
 void OpRunner::execute(OpBlock* op, Worker* self) {
-  this_thread::BusyScope busy(engine_);
+  // Every caller passes as self this thread's worker of this engine, or nullptr.
+  this_thread::BusyUnlessWorker busy(engine_, self);
   switch (op->kind) {
     case OpKind::kWaitSignal:
       waits_.run_mark(op, self);
@@ -175,12 +176,12 @@ void OpRunner::dispatch_chain(OpBlock* ready) {
 template <bool kTraced, bool kGpu>
 void OpRunner::run_user_op(OpBlock* op, Worker* self) {
   op->set_state(OpState::kRunning);
-  LinkCursor links(op);
-  for (uint32_t i = 0; i < op->num_links; ++i) {  // both of the var's lines, for finalize
-    VarSlot* v = links.next().var();
+  for_each_link(op, [](VarLink& l) {  // both of the var's lines, for finalize
+    VarSlot* v = l.var();
     prefetch_for_write(v);                                // the state word, CASed at completion
     __builtin_prefetch(reinterpret_cast<char*>(v) + 64);  // the FIFO and error, read
-  }
+    return false;
+  });
   const uint64_t start_ns = kTraced ? tracer_->now_ns() : 0;
   if (ErrorRecord* inherited = first_error_of(op)) {
     outcomes_.skipped();
