@@ -70,6 +70,8 @@ class OpPool {
     OpCache cache;
   };
 
+  // release() of a block that deferred, or into a full or shared cache.
+  __attribute__((noinline)) void release_slow(OpBlock* op, OpCache* worker_cache);
   static OpBlock* take(OpCache* c, OpPool* pool);
   static void give(OpCache* c, OpBlock* op, OpPool* pool);
   bool depot_get(OpBatch* out);  // a full batch from the depot, or from a new chunk
