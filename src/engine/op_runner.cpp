@@ -176,14 +176,24 @@ void OpRunner::dispatch_chain(OpBlock* ready) {
 template <bool kTraced, bool kGpu>
 void OpRunner::run_user_op(OpBlock* op, Worker* self) {
   op->set_state(OpState::kRunning);
-  for_each_link(op, [](VarLink& l) {  // both of the var's lines, for finalize
-    VarSlot* v = l.var();
-    prefetch_for_write(v);                                // the state word, CASed at completion
-    __builtin_prefetch(reinterpret_cast<char*>(v) + 64);  // the FIFO and error, read
-    return false;
-  });
+  // The vars' lines, fetched for finalize, and the first error among them: for one var (most
+  // ops) in one pass; for more, every prefetch first so that their misses overlap.
+  ErrorRecord* inherited;
+  if (__builtin_expect(op->num_links == 1, 1)) {
+    VarSlot* v = op->inline_lines[0].link[0].var();
+    prefetch_for_write(v);  // the state word, CASed at completion
+    inherited = v->current_error();
+  } else {
+    for_each_link(op, [](VarLink& l) {
+      VarSlot* v = l.var();
+      prefetch_for_write(v);                                // the state word
+      __builtin_prefetch(reinterpret_cast<char*>(v) + 64);  // the FIFO and error, read
+      return false;
+    });
+    inherited = first_error_of(op);
+  }
   const uint64_t start_ns = kTraced ? tracer_->now_ns() : 0;
-  if (ErrorRecord* inherited = first_error_of(op)) {
+  if (inherited) {
     outcomes_.skipped();
     if (kTraced) trace_op(op, self, start_ns, TraceOutcome::kSkipped);
     // skipped: passes the error on
