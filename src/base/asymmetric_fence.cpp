@@ -16,15 +16,21 @@ bool register_membarrier() {
 
 }  // namespace
 
-// Decided once, at first use (engine creation calls heavy() nowhere else before): registration
-// must precede any light() that relies on it, so it happens in a static initializer.
-std::atomic<bool>& AsymmetricFence::available() {
-  static std::atomic<bool> ok{register_membarrier()};
-  return ok;
+std::atomic<bool> AsymmetricFence::fast_{false};
+
+// Decided once, by the first engine creation (a static initializer: two at once register once);
+// every push of an engine comes after its creation, so it sees the flag as set there.
+void AsymmetricFence::prepare() {
+  static const bool registered = register_membarrier();
+  if (registered) fast_.store(true, std::memory_order_relaxed);
 }
 
+// Until the flag is set every light() is a full fence, which pairs with either branch here.
 void AsymmetricFence::heavy() {
-  if (fast() && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return;
+  if (fast_.load(std::memory_order_relaxed) &&
+      syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) {
+    return;
+  }
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 

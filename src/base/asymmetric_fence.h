@@ -15,7 +15,7 @@ namespace ordo {
 class AsymmetricFence {
  public:
   static void light() {
-    if (fast()) {
+    if (fast_.load(std::memory_order_relaxed)) {
       std::atomic_signal_fence(std::memory_order_seq_cst);
     } else {
       std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -23,12 +23,15 @@ class AsymmetricFence {
   }
   static void heavy();
   // Registers the process for membarrier if it is not yet (the kernel may take tens of
-  // milliseconds): call it where a delay is expected (creating an engine), not on a push.
-  static void prepare() { (void)fast(); }
+  // milliseconds): call it where a delay is expected (creating an engine, before any light()
+  // of that engine), not on a push.
+  static void prepare();
 
  private:
-  static bool fast() { return available().load(std::memory_order_relaxed); }
-  static std::atomic<bool>& available();
+  // Set once registration is done, never cleared: a light() that sees it relies on a
+  // registration that has happened. A plain flag, not a function-local static, whose guard
+  // cost every push two more loads and branches.
+  static std::atomic<bool> fast_;
 };
 
 }  // namespace ordo
