@@ -87,22 +87,6 @@ OpBlock* OpPool::acquire_out_of_line(OpCache* worker_cache) {
   return take(&s.cache, this);
 }
 
-void OpPool::release(OpBlock* op, OpCache* worker_cache) {
-  // Free before the block can be handed out again (the push time no longer matters: one store).
-  op->life().store(static_cast<uint64_t>(OpState::kFree), std::memory_order_release);
-  // The common case (a worker's cache with room, an op that never deferred) in four stores and
-  // no saved registers: with the rare cases inline, gcc saved six registers on every call
-  // (callgrind: 17 of release's 31 instructions per op).
-  if (__builtin_expect(
-          worker_cache != nullptr && !op->deferred && worker_cache->loaded.count != kBatch, 1)) {
-    op->next = worker_cache->loaded.head;
-    worker_cache->loaded.head = op;
-    ++worker_cache->loaded.count;
-    return;
-  }
-  release_slow(op, worker_cache);
-}
-
 void OpPool::release_slow(OpBlock* op, OpCache* worker_cache) {
   // A new generation makes the completion handle of this use stale. Only an op that deferred
   // was ever given one, and `gen` sits on the block's cold line: bumping it for every op cost a

@@ -44,7 +44,8 @@ class OpPool {
   // acquire() for rare callers (a graph launch's bundle): a call of its own, so that acquire()
   // keeps the one caller with which the compiler inlines it into the push path.
   __attribute__((noinline)) OpBlock* acquire_out_of_line(OpCache* worker_cache);
-  void release(OpBlock* op, OpCache* worker_cache);
+  // Inline (the common case is four stores): finalize() paid a call for it on every op.
+  inline void release(OpBlock* op, OpCache* worker_cache);
   // The block with this index, or nullptr when no such block was ever made.
   OpBlock* find(uint32_t index) const;
   // Calls f(block) for every block made so far, free or not (diagnostics: ordo_engine_dump).
@@ -86,5 +87,21 @@ class OpPool {
   OpBlock* depot_ = nullptr;  // full batches, linked through their head's batch_next
   Shard shards_[kShards];
 };
+
+inline void OpPool::release(OpBlock* op, OpCache* worker_cache) {
+  // Free before the block can be handed out again (the push time no longer matters: one store).
+  op->life().store(static_cast<uint64_t>(OpState::kFree), std::memory_order_release);
+  // The common case (a worker's cache with room, an op that never deferred) in four stores and
+  // no saved registers: with the rare cases inline, gcc saved six registers on every call
+  // (callgrind: 17 of release's 31 instructions per op).
+  if (__builtin_expect(
+          worker_cache != nullptr && !op->deferred && worker_cache->loaded.count != kBatch, 1)) {
+    op->next = worker_cache->loaded.head;
+    worker_cache->loaded.head = op;
+    ++worker_cache->loaded.count;
+    return;
+  }
+  release_slow(op, worker_cache);
+}
 
 }  // namespace ordo
