@@ -102,9 +102,7 @@ bool OpRunner::run_member(OpBlock* carrier, uint32_t k, OpBlock** block, Worker*
     throw;
   }
   if (tracer_) {
-    trace_named(name_of(m), b, self, start_ns,
-                b->deferred ? TraceOutcome::kDeferred
-                            : (failure ? TraceOutcome::kFailed : TraceOutcome::kOk));
+    trace_named(name_of(m), b, self, start_ns, ran_outcome(b->deferred, failure != nullptr));
   }
   if (b->deferred) {
     *block = nullptr;  // the member's now, until it completes

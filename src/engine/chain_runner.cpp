@@ -91,9 +91,7 @@ bool OpRunner::run_node(OpBlock* op, uint32_t k, Worker* self) {
     throw;
   }
   if (tracer_) {
-    trace_named(name_of(node), op, self, start_ns,
-                op->deferred ? TraceOutcome::kDeferred
-                             : (failure ? TraceOutcome::kFailed : TraceOutcome::kOk));
+    trace_named(name_of(node), op, self, start_ns, ran_outcome(op->deferred, failure != nullptr));
   }
   if (op->deferred) {
     // Whichever of "callback returned" and "ordo_complete" comes second goes on with the chain.

@@ -69,7 +69,7 @@ Worker* OpRunner::current_worker() const {
 
 void OpRunner::execute(OpBlock* op, Worker* self) {
   // Every caller passes as self this thread's worker of this engine, or nullptr.
-  this_thread::BusyUnlessWorker busy(engine_, self);
+  this_thread::BusyScope busy(engine_, self);
   switch (op->kind) {
     case OpKind::kWaitSignal:
       waits_.run_mark(op, self);
@@ -229,9 +229,7 @@ void OpRunner::run_user_op(OpBlock* op, Worker* self) {
     throw;
   }
   if (kTraced) {
-    trace_op(op, self, start_ns,
-             op->deferred ? TraceOutcome::kDeferred
-                          : (failure ? TraceOutcome::kFailed : TraceOutcome::kOk));
+    trace_op(op, self, start_ns, ran_outcome(op->deferred, failure != nullptr));
   }
   // A GPU op's callback has enqueued its work: it completes when the stream reaches its event
   // (an op that deferred itself is completed by its caller, as on the CPU).

@@ -37,32 +37,24 @@ constexpr int kBusyMax = 8;
 extern ORDO_HOT_TLS_SHARED const WorkerHost* busy[kBusyMax];
 extern ORDO_HOT_TLS_SHARED int busy_depth;
 
-struct BusyScope {
-  explicit BusyScope(const WorkerHost* engine) {
-    if (busy_depth < kBusyMax) busy[busy_depth] = engine;
-    ++busy_depth;
-  }
-  ~BusyScope() { --busy_depth; }
-  BusyScope(const BusyScope&) = delete;
-  BusyScope& operator=(const BusyScope&) = delete;
-};
-
-// BusyScope for a run that `self` (this thread, a worker of `engine`) may be doing: a worker
-// needs no entry, since busy_with() and on_an_op_stack() know its engine by the worker. Saves each
-// op a worker runs the entry's push and pop (about 12 instructions: callgrind).
-class BusyUnlessWorker {
+// Marks `engine` busy on this thread for the scope. `self`: the thread's worker of that engine,
+// if the scope runs on one; a worker needs no entry, since busy_with() and on_an_op_stack()
+// know its engine by the worker (saves each op a worker runs the push and pop: about 12
+// instructions, callgrind).
+class BusyScope {
  public:
-  BusyUnlessWorker(const WorkerHost* engine, const Worker* self) : entered_(self == nullptr) {
+  explicit BusyScope(const WorkerHost* engine, const Worker* self = nullptr)
+      : entered_(self == nullptr) {
     if (entered_) {
       if (busy_depth < kBusyMax) busy[busy_depth] = engine;
       ++busy_depth;
     }
   }
-  ~BusyUnlessWorker() {
+  ~BusyScope() {
     if (entered_) --busy_depth;
   }
-  BusyUnlessWorker(const BusyUnlessWorker&) = delete;
-  BusyUnlessWorker& operator=(const BusyUnlessWorker&) = delete;
+  BusyScope(const BusyScope&) = delete;
+  BusyScope& operator=(const BusyScope&) = delete;
 
  private:
   const bool entered_;

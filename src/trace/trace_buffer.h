@@ -16,6 +16,11 @@ namespace ordo {
 
 enum class TraceOutcome : uint8_t { kOk, kFailed, kSkipped, kDeferred };
 
+// The outcome of a callback that ran: it deferred, failed (`failed`) or succeeded.
+inline TraceOutcome ran_outcome(bool deferred, bool failed) {
+  return deferred ? TraceOutcome::kDeferred : (failed ? TraceOutcome::kFailed : TraceOutcome::kOk);
+}
+
 struct TraceRecord {
   uint64_t start_ns;  // steady clock, relative to the tracer's origin
   uint64_t end_ns;
