@@ -81,7 +81,9 @@ class OpRunner {
  private:
   // kGpu: the op runs on a GPU (device_type ORDO_DEVICE_GPU): current device and stream set
   // before its callback, an event recorded after it, completed when the event fires.
-  template <bool kTraced, bool kGpu>
+  // kOnWorker: `self` is not nullptr, and the op is untraced, on the CPU: finalize_one_var
+  // may hand back a successor, which this call then runs too.
+  template <bool kTraced, bool kGpu, bool kOnWorker = false>
   void run_user_op(OpBlock* op, Worker* self);
   // After a GPU op's callback returned: defers the op and records its event (a failed record
   // completes it at once, failed with the device's message).
@@ -91,6 +93,11 @@ class OpRunner {
   void finalize_gpu(OpBlock* op, ErrorRecord* failure, Worker* self);
   template <bool kGpu>
   OpBlock* finalize_as(OpBlock* op, ErrorRecord* failure, Worker* self);
+  // finalize() of a caller's CPU op of one var that succeeded, on worker `self`: returns the op
+  // its completion made ready when `self` may run it next (run_user_op runs it at once), else
+  // nullptr, with whatever became ready handed on (hand_on for the rare cases).
+  OpBlock* finalize_one_var(OpBlock* op, Worker* self);
+  void hand_on(const VarSlot::Completion& done, Worker* self);
   // Runs or queues the ops EarlyRelease made ready.
   void dispatch_chain(OpBlock* ready);
   template <bool kUnwinding>
