@@ -83,6 +83,7 @@ static void chain_meets_every_kind_of_successor(int32_t kind, int32_t threads) {
   tu_gate_init(&gate);
 
   push_step(e, &s[0], NULL, 0, &u, 1);
+  const ordo_completion cu = wait_deferred(&on_u); /* logged first, whichever worker took it */
   /* Everything on v queues behind the gate, so the chain runs from v's queue back to back. */
   ST(ordo_opr_push(e, tu_gate_fn, &gate, NULL, 0, &v, 1, NULL), ORDO_OK);
   cr_assert(tu_wait_ge(&gate.in, 1, 5000));
@@ -99,7 +100,6 @@ static void chain_meets_every_kind_of_successor(int32_t kind, int32_t threads) {
   push_step(e, &s[16], &v, 1, NULL, 0);
   atomic_store(&gate.open, 1);
 
-  const ordo_completion cu = wait_deferred(&on_u);
   wait_logged(&log, 10); /* 0 to 9 */
   tu_sleep_ms(20);
   cr_assert_eq(atomic_load(&log.next), 10, "%s: the op of v and u ran before u was released",
