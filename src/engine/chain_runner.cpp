@@ -69,7 +69,11 @@ void OpRunner::run_chain(OpBlock* op, Worker* self) {
   finalize(op, nullptr, self);  // the nodes left their errors on the vars already
 }
 
-bool OpRunner::run_node(OpBlock* op, uint32_t k, Worker* self) {
+// Always inlined into run_chain, its one caller: once execute had a third instance of
+// run_user_op (finalize_one_var), gcc made it a call, 26 instructions more per replayed chain
+// node (callgrind, 94.0 against 68.0).
+__attribute__((always_inline)) inline bool OpRunner::run_node(OpBlock* op, uint32_t k,
+                                                              Worker* self) {
   const BulkNode& node = static_cast<const BulkChain*>(op->internal)->nodes[k];
   const uint64_t start_ns = tracer_ ? tracer_->now_ns() : 0;
   if (ErrorRecord* inherited = first_error_of(node)) {
