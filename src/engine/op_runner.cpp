@@ -35,6 +35,17 @@ __attribute__((always_inline)) inline ErrorRecord* call_user(OpBlock* op) {
   return call_callback(op, op->fn, op->user_data, [op] { return op->op_name(); });
 }
 
+// The ops a completion made ready, in the order it granted them (chained through `next`).
+struct ReadyList {
+  OpBlock* head = nullptr;
+  OpBlock** tail = &head;
+  void add(OpBlock* r) {
+    r->next = nullptr;
+    *tail = r;
+    tail = &r->next;
+  }
+};
+
 // A small number for each thread that records into the callers' row (its row in the trace).
 uint32_t caller_thread_number() {
   static std::atomic<uint32_t> next{1};
@@ -367,13 +378,8 @@ __attribute__((always_inline)) inline OpBlock* OpRunner::finalize_as(OpBlock* op
                                                                      Worker* self) {
   if (failure) outcomes_.failed(failure);
   release_user_data(op, failure, self);  // before waiters can wake: they see user_data released
-  OpBlock* ready = nullptr;
-  OpBlock** ready_tail = &ready;
-  auto chain_ready = [&](OpBlock* r) {
-    r->next = nullptr;
-    *ready_tail = r;
-    ready_tail = &r->next;
-  };
+  ReadyList ready;
+  auto chain_ready = [&ready](OpBlock* r) { ready.add(r); };
   // Counted before its vars are released: whoever sees a var released (a successor, the signal
   // op of ordo_wait_for_var) finds this op completed. Waits for all work, which may therefore
   // see the count before the release, wait for the release to end (PendingCounts).
@@ -410,14 +416,7 @@ __attribute__((always_inline)) inline OpBlock* OpRunner::finalize_as(OpBlock* op
   ErrorRecord::release(failure);
   pool_.release(op, at.cache);
   counts_.end_release(at.lane);
-  // A worker keeps one successor for itself, but never while a callback of its own is still on
-  // the stack (that callback might wait for the successor to start).
-  Worker* keeper = this_thread::running.op == nullptr ? self : nullptr;
-  while (ready) {
-    OpBlock* r = ready;
-    ready = r->next;
-    dispatch(r, keeper, self ? static_cast<size_t>(self->index) : 0);
-  }
+  dispatch_ready(ready.head, self);
   // Ops granted early whose last access this completion granted, after their own completion:
   // finalize_gpu finalizes them next.
   return finished;
@@ -428,8 +427,8 @@ __attribute__((always_inline)) inline OpBlock* OpRunner::finalize_as(OpBlock* op
 // tests. When the completion makes exactly one op ready and this worker may keep it, that op is
 // returned for run_user_op to run at once: a chain of one var's ops runs back to back without
 // going back through the worker's loop and execute's dispatch on kinds (per_device B 628.6 ->
-// 497.5 instructions per op with both changes, callgrind; docs/PERFORMANCE.md also has what it
-// does to the wall clock). Anything else the completion hands on goes out as finalize's would.
+// 495.8 instructions per op, callgrind; docs/PERFORMANCE.md also has what it does to the wall
+// clock). Anything else the completion hands on goes out as finalize's would.
 __attribute__((always_inline)) inline OpBlock* OpRunner::finalize_one_var(OpBlock* op,
                                                                           Worker* self) {
   release_user_data(op, nullptr, self);  // before waiters can wake, as in finalize
@@ -449,33 +448,34 @@ __attribute__((always_inline)) inline OpBlock* OpRunner::finalize_one_var(OpBloc
   }
   OpBlock* r = granted->op();
   if (r->wait.fetch_sub(1, std::memory_order_acq_rel) != 1) return nullptr;  // waits elsewhere
-  // As dispatch() with this worker as the keeper: never while a callback is on its stack.
+  // As dispatch() would keep it, and then run here: never while a callback is on the stack.
+  Worker* keeper = this_thread::running.op == nullptr ? self : nullptr;
   WorkerGroup* g = r->group;
-  if (g && r->kind == OpKind::kUser && r->device_type == ORDO_DEVICE_CPU &&
-      this_thread::running.op == nullptr && g->may_keep(*self, r)) {
+  if (keeper && g && r->kind == OpKind::kUser && r->device_type == ORDO_DEVICE_CPU &&
+      g->may_keep(*keeper, r)) {
     return r;
   }
-  dispatch(r, this_thread::running.op == nullptr ? self : nullptr,
-           static_cast<size_t>(self->index));
+  dispatch(r, keeper, static_cast<size_t>(self->index));
   return nullptr;
 }
 
 // finalize_one_var's rare ends: several readers granted, a wait mark fired, or nothing granted.
 void OpRunner::hand_on(const VarSlot::Completion& done, Worker* self) {
-  OpBlock* ready = nullptr;
-  OpBlock** ready_tail = &ready;
-  auto chain_ready = [&](OpBlock* r) {
-    r->next = nullptr;
-    *ready_tail = r;
-    ready_tail = &r->next;
-  };
-  settle_grants(done.granted, chain_ready);
-  if (done.fired != nullptr) chain_ready(done.fired->op());
+  ReadyList ready;
+  settle_grants(done.granted, [&ready](OpBlock* r) { ready.add(r); });
+  if (done.fired != nullptr) ready.add(done.fired->op());
+  dispatch_ready(ready.head, self);
+}
+
+// Hands on the ops a completion made ready. A worker keeps one successor for itself, but never
+// while a callback of its own is still on the stack (that callback might wait for the successor
+// to start).
+__attribute__((always_inline)) inline void OpRunner::dispatch_ready(OpBlock* ready, Worker* self) {
   Worker* keeper = this_thread::running.op == nullptr ? self : nullptr;
   while (ready) {
     OpBlock* r = ready;
     ready = r->next;
-    dispatch(r, keeper, static_cast<size_t>(self->index));
+    dispatch(r, keeper, self ? static_cast<size_t>(self->index) : 0);
   }
 }
 

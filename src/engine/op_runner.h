@@ -98,6 +98,8 @@ class OpRunner {
   // nullptr, with whatever became ready handed on (hand_on for the rare cases).
   OpBlock* finalize_one_var(OpBlock* op, Worker* self);
   void hand_on(const VarSlot::Completion& done, Worker* self);
+  // Dispatches the ready ops chained from `ready`, letting `self` keep one (finalize's end).
+  void dispatch_ready(OpBlock* ready, Worker* self);
   // Runs or queues the ops EarlyRelease made ready.
   void dispatch_chain(OpBlock* ready);
   template <bool kUnwinding>
