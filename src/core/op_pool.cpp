@@ -65,10 +65,13 @@ void OpPool::give(OpCache* c, OpBlock* op, OpPool* pool) {
   ++c->loaded.count;
 }
 
+// The thread's number (from 1) is set at first use, not by a dynamic initializer: its guard
+// word would take static TLS (tests/check_so_limits.sh) and be tested on every call.
 OpPool::Shard& OpPool::my_shard() {
-  static std::atomic<uint32_t> next_thread{0};
-  static ORDO_HOT_TLS uint32_t mine = next_thread.fetch_add(1, std::memory_order_relaxed);
-  return shards_[mine % kShards];
+  static std::atomic<uint32_t> next_thread{1};
+  static ORDO_HOT_TLS uint32_t mine = 0;
+  if (__builtin_expect(mine == 0, 0)) mine = next_thread.fetch_add(1, std::memory_order_relaxed);
+  return shards_[(mine - 1) % kShards];
 }
 
 OpBlock* OpPool::acquire(OpCache* worker_cache) {

@@ -47,9 +47,12 @@ struct ReadyList {
 };
 
 // A small number for each thread that records into the callers' row (its row in the trace).
+// Numbered at first use, not by a dynamic initializer, whose guard word would sit in the static
+// TLS segment too (tests/check_so_limits.sh).
 uint32_t caller_thread_number() {
   static std::atomic<uint32_t> next{1};
-  thread_local uint32_t mine = next.fetch_add(1, std::memory_order_relaxed);
+  static thread_local uint32_t mine = 0;
+  if (mine == 0) mine = next.fetch_add(1, std::memory_order_relaxed);
   return mine;
 }
 
