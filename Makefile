@@ -16,6 +16,8 @@
 #   make bench    build and run the benchmarks against the peers (installs them when missing);
 #                 BENCH_ARGS="--ops 200000 --only AB" for a quick run, "--rounds 3" to interleave
 #                 3 rounds on a machine whose speed drifts (bench/run.sh lists flags)
+#   make instr    instructions per op under callgrind (push + run + complete on A, B, D; a
+#                 replayed op): bench/instr_per_op.sh, deterministic where the clock is not
 #   make fuzz     run each libFuzzer harness for FUZZ_SECONDS (default 300)
 #   make stress   run the long stress checker (STRESS_OPS, default 10,000,000 ops)
 #   Oversubscribed (races show when a thread is preempted between two steps):
@@ -39,7 +41,7 @@ STRESS_PROCS ?= 1
 FUZZ_PIN ?= 0
 FUZZ_PROCS ?= 1
 
-.PHONY: all deps configure run quickstart pipeline-demo gpu-demo bench-gpu gpu-check test bench fuzz stress \
+.PHONY: all deps configure run quickstart pipeline-demo gpu-demo bench-gpu gpu-check test bench instr fuzz stress \
 	abi-check abi-dump install clean
 
 all: configure
@@ -81,6 +83,9 @@ test: all
 
 bench: all
 	bash bench/run.sh $(BUILD) $(BENCH_ARGS)
+
+instr: all
+	bash bench/instr_per_op.sh $(BUILD)
 
 fuzz: deps
 	FUZZ_PIN=$(FUZZ_PIN) FUZZ_PROCS=$(FUZZ_PROCS) bash fuzz/run.sh $(FUZZ_SECONDS)

@@ -773,6 +773,7 @@ Test(misuse, too_many_vars_in_one_op, .timeout = 60.0) {
 
 /* Counts whose sum wraps around size_t must be refused before anything is read. */
 Test(misuse, var_counts_that_overflow, .timeout = 30.0) {
+  reset_counts();
   ordo_engine* e = NULL;
   cr_assert_eq(ordo_engine_create(NULL, &e), ORDO_OK);
   ordo_var v;
@@ -782,6 +783,25 @@ Test(misuse, var_counts_that_overflow, .timeout = 30.0) {
                ORDO_ERR_INVALID_ARGUMENT, "%s", ordo_last_error_message());
   cr_assert_eq(ordo_opr_push(e, op_count, NULL, list, 1, list, SIZE_MAX, NULL),
                ORDO_ERR_INVALID_ARGUMENT, "%s", ordo_last_error_message());
+  /* Counts that sum to 1 by wrapping: the push of one var with no options (a path of its own,
+   * docs/PERFORMANCE.md "The plain push") must not take them for one var. */
+  cr_assert_eq(ordo_opr_push(e, op_count, NULL, list, SIZE_MAX, list, 2, NULL),
+               ORDO_ERR_INVALID_ARGUMENT, "%s", ordo_last_error_message());
+  cr_assert_eq(ordo_opr_push(e, op_count, NULL, list, 2, list, SIZE_MAX, NULL),
+               ORDO_ERR_INVALID_ARGUMENT, "%s", ordo_last_error_message());
+  /* One var whose list is NULL, and one var with no callback: refused with the general path's
+   * messages. */
+  cr_assert_eq(ordo_opr_push(e, op_count, NULL, NULL, 1, NULL, 0, NULL), ORDO_ERR_INVALID_ARGUMENT);
+  cr_assert_not_null(strstr(ordo_last_error_message(), "const_vars is NULL"), "%s",
+                     ordo_last_error_message());
+  cr_assert_eq(ordo_opr_push(e, op_count, NULL, NULL, 0, NULL, 1, NULL), ORDO_ERR_INVALID_ARGUMENT);
+  cr_assert_not_null(strstr(ordo_last_error_message(), "mutable_vars is NULL"), "%s",
+                     ordo_last_error_message());
+  cr_assert_eq(ordo_opr_push(e, NULL, NULL, NULL, 0, &v, 1, NULL), ORDO_ERR_INVALID_ARGUMENT);
+  cr_assert_not_null(strstr(ordo_last_error_message(), "fn is NULL"), "%s",
+                     ordo_last_error_message());
+  cr_assert_eq(ordo_wait_for_all(e), ORDO_OK);
+  cr_assert_eq(atomic_load(&g_ran), 0, "a refused push ran");
   ordo_opr opr;
   cr_assert_eq(ordo_opr_new(e, op_count, NULL, list, SIZE_MAX, list, 2, NULL, &opr),
                ORDO_ERR_INVALID_ARGUMENT, "%s", ordo_last_error_message());

@@ -14,6 +14,7 @@
 #include "device/device_count.h"
 #include "engine/deferred_calls.h"
 #include "engine/engine.h"
+#include "engine/push_resolved.h"
 #include "ordo/ordo.h"
 
 using namespace ordo;
@@ -302,6 +303,14 @@ ORDO_API ordo_status ordo_opr_push(ordo_engine* e, ordo_fn fn, void* user_data,
                                    const ordo_var* mutable_vars, size_t num_mutable,
                                    const ordo_push_opts* opts) {
   return with_engine(__func__, e, [&](Engine* engine, const char* api) -> ordo_status {
+    // The common push, no options and one var, takes a path of its own with the defaults as
+    // constants (docs/PERFORMANCE.md, "The plain push"); anything else, bad arguments included,
+    // the general one. One var: counts of 1 and 0, tested so that no wrapping sum passes.
+    if (num_const + num_mutable == 1 && !opts && num_const <= 1 && fn) {
+      const bool write = num_mutable == 1;
+      const ordo_var* one = write ? mutable_vars : const_vars;
+      if (one) return engine->push_plain(fn, user_data, *one, write);
+    }
     OpSpec spec;
     if (ordo_status s = make_spec(api, fn, user_data, const_vars, num_const, mutable_vars,
                                   num_mutable, opts, &spec)) {

@@ -42,7 +42,7 @@ Engine::Engine(uint32_t tag, const EngineConfig& cfg)
       prepared_(this, tag, vars_, push_),
       runner_({this, tag, pool_, vars_, prepared_.table(), waits_, counts_, outcomes_,
                tracer_.get(), devices_, cfg.gpu_stream_waits}),
-      push_({this, this, tag, cfg_, vars_, pool_, counts_, devices_, runner_}) {
+      push_({this, this, tag, uid_, cfg_, vars_, pool_, counts_, devices_, runner_}) {
   cfg_.trace_path = tracer_ ? tracer_->path().c_str() : nullptr;  // the caller's copy may go
 }
 

@@ -73,6 +73,11 @@ class Engine final : public WorkerHost {
                                           size_t num_mutable) {
     return push_.push(spec, const_vars, num_const, mutable_vars, num_mutable);
   }
+  // ordo_opr_push with no options and one var (fn checked): PushPath::push_plain, inlined.
+  [[gnu::always_inline]] ordo_status push_plain(ordo_fn fn, void* user_data, ordo_var v,
+                                                bool write) {
+    return push_.push_plain(fn, user_data, v, write);
+  }
   ordo_status prepared_new(const OpSpec& spec, const ordo_var* const_vars, size_t num_const,
                            const ordo_var* mutable_vars, size_t num_mutable, ordo_opr* out) {
     return prepared_.create(spec, const_vars, num_const, mutable_vars, num_mutable, out);

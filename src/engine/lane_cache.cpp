@@ -85,9 +85,6 @@ ORDO_HOT_TLS LaneCache* tls_lanes = nullptr;
   if (!tls_lanes) tls_lanes = new (std::nothrow) LaneCache();
   return tls_lanes;
 }
-// The last lane used: checked first, without touching tls_lanes.
-ORDO_HOT_TLS uint64_t tls_last_uid = 0;
-ORDO_HOT_TLS PushLane* tls_last_lane = nullptr;
 ORDO_HOT_TLS uint64_t tls_token = 0;
 // Set when ThreadExitHook has given this thread's lanes back. A caller's key destructor may
 // still push after that: it must neither use a lane given back (another thread may own it now)
@@ -122,7 +119,7 @@ class ThreadExitHook {
     for (auto& e : static_cast<LaneCache*>(cache)->entries) give_back(e);
     delete static_cast<LaneCache*>(cache);
     tls_lanes = nullptr;
-    tls_last_uid = 0;
+    tls_last_lane_uid = 0;
     tls_last_lane = nullptr;
     tls_lanes_gone = true;
   }
@@ -132,16 +129,18 @@ class ThreadExitHook {
 
 }  // namespace
 
-PushLane* claim_lane(Engine* engine) {
+ORDO_HOT_TLS_SHARED uint64_t tls_last_lane_uid = 0;
+ORDO_HOT_TLS_SHARED PushLane* tls_last_lane = nullptr;
+
+PushLane* claim_lane_slow(Engine* engine) {
   const uint64_t uid = engine->uid();
-  if (tls_last_uid == uid) return tls_last_lane;
   if (tls_lanes_gone) return nullptr;  // the thread is exiting: the shared lane
   LaneCache* cached = lane_cache();
   if (!cached) return nullptr;
   LaneCache& cache = *cached;
   for (auto& e : cache.entries) {
     if (e.uid == uid) {
-      tls_last_uid = uid;
+      tls_last_lane_uid = uid;
       tls_last_lane = e.lane;
       return e.lane;
     }
@@ -152,10 +151,10 @@ PushLane* claim_lane(Engine* engine) {
   if (!victim) return nullptr;
   PushLane* lane = engine->claim_external_lane(tls_token);
   if (!lane) return nullptr;
-  if (victim->uid == tls_last_uid) tls_last_uid = 0;
+  if (victim->uid == tls_last_lane_uid) tls_last_lane_uid = 0;
   give_back(*victim);
   *victim = LaneEntry{uid, engine->tag(), lane};
-  tls_last_uid = uid;
+  tls_last_lane_uid = uid;
   tls_last_lane = lane;
   return lane;
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "engine/push_path.h"
+#include "engine/push_resolved.h"
 #include "engine/thread_state.h"
 
 namespace ordo {
@@ -40,30 +41,6 @@ void PushPath::check_throttle(PushLane* lane, bool shared) {
 void PushPath::throttle(PushLane* lane) {
   if (pushers_help_ && !this_thread::on_an_op_stack() && help_while_throttled(lane)) return;
   counts_.wait_for_window();
-}
-
-// Runs `run` (which executes ops) as a helper on this pushing thread: meanwhile finalize counts
-// the completions on `lane` and returns the blocks to its magazine, as a worker's go to its own
-// (OpRunner::completion_site), so helping costs no shared atomic per op. What was completed is
-// announced at the end: this thread may not push again, and a waiter must not miss the last op.
-// Never nested: helping starts only from a push made outside any op (check_throttle,
-// run_on_pusher, run_inline_on_pusher), and a helped op runs inside one.
-template <class F>
-void PushPath::as_helper(PushLane* lane, F&& run) {
-  this_thread::Helper helper{host_, lane, 0};
-  this_thread::Helper* const outer = this_thread::helper;
-  this_thread::helper = &helper;
-  try {
-    run();
-  } catch (...) {
-    // A callback ended the thread (a forced unwind, the only exception that gets out of an op's
-    // run): its completions must still be announced.
-    this_thread::helper = outer;
-    counts_.announce_batch(&helper.unflushed);
-    throw;
-  }
-  this_thread::helper = outer;
-  counts_.announce_batch(&helper.unflushed);
 }
 
 // A throttled pusher runs ready ops of the normal CPU group itself instead of sleeping while the
@@ -106,21 +83,6 @@ bool PushPath::run_on_pusher(OpBlock* op, PushLane* lane) {
   }
   as_helper(lane, [&] { runner_.execute(op, nullptr); });
   return true;
-}
-
-// An op with no group (every op of the naive engine, an ORDO_PROP_ASYNC op, the internal ops
-// of deletes, clears and waits) runs inside its push. Run as a helper, it and the inline ops it
-// makes ready count their completions on the pushing thread's lane and return their blocks to
-// its magazine, as a worker's do: pushers on two threads then share no counter and no pool
-// shard (docs/PERFORMANCE.md, "Naive pushers on their own lanes"). Not as a helper from inside
-// an op (helping never nests; the op is queued behind the running one) nor on the shared lane
-// (nullptr: a helper needs a lane of its own).
-void PushPath::run_inline_on_pusher(OpBlock* op, PushLane* lane) {
-  if (lane && !this_thread::on_an_op_stack()) {
-    as_helper(lane, [&] { runner_.run_inline(op); });
-  } else {
-    runner_.run_inline(op);
-  }
 }
 
 }  // namespace ordo

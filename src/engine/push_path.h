@@ -41,6 +41,32 @@ struct OpSpec {
   void* internal = nullptr;
 };
 
+// What ordo_opr_push with no options asks for: fn and user_data; every other field is OpSpec's
+// default, here a constant, so that the plain push's instance of push_resolved_as() has none of
+// the loads, stores and tests of them (docs/PERFORMANCE.md, "The plain push").
+struct PlainSpec {
+  ordo_fn fn;
+  void* user_data;
+  static constexpr ordo_free_fn free_fn = nullptr;
+  static constexpr int32_t priority = 0;
+  static constexpr int32_t prop = ORDO_PROP_NORMAL;
+  static constexpr int32_t device_type = ORDO_DEVICE_CPU;
+  static constexpr int32_t device_id = 0;
+  static constexpr const char* name = nullptr;
+  static constexpr OpKind kind = OpKind::kUser;
+  static constexpr void* internal = nullptr;
+};
+// The OpSpec a spec stands for, for the paths that take one (captures, push_slow).
+inline const OpSpec& full_spec(const OpSpec& spec) {
+  return spec;
+}
+inline OpSpec full_spec(const PlainSpec& spec) {
+  OpSpec full;
+  full.fn = spec.fn;
+  full.user_data = spec.user_data;
+  return full;
+}
+
 // Records why a push was refused (nothing was pushed or done) and returns `status`
 // (ORDO_ERR_SHUTDOWN or ORDO_ERR_NO_MEMORY). The message names no call: user pushes,
 // ordo_opr_new and the internal pushes of deletes, clears and waits all come here, and the API
@@ -53,6 +79,7 @@ class PushPath {
     Engine* engine;          // whose lanes a pushing thread claims (engine/lane_cache.h)
     const WorkerHost* host;  // the same engine, as this thread's state names it
     uint32_t tag;
+    uint64_t uid;  // the engine's unique id, which keys a thread's lane (engine/lane_cache.h)
     const EngineConfig& cfg;
     VarTable& vars;
     OpPool& pool;
@@ -97,6 +124,21 @@ class PushPath {
     }
     return push_resolved(spec, group, refs.data(), refs.size());
   }
+  // push() of ordo_opr_push's common case: no options, one var `v` (read, or written when
+  // `write`); the caller has checked fn. The whole push is inlined into the caller, with
+  // PlainSpec's constants folded (docs/PERFORMANCE.md, "The plain push").
+  [[gnu::always_inline]] ordo_status push_plain(ordo_fn fn, void* user_data, ordo_var v,
+                                                bool write) {
+    const PlainSpec spec{fn, user_data};
+    WorkerGroup* group;
+    if (!devices_.route_fast(spec.prop, spec.device_type, spec.device_id, &group)) {
+      return write ? push_slow(full_spec(spec), nullptr, 0, &v, 1)
+                   : push_slow(full_spec(spec), &v, 1, nullptr, 0);
+    }
+    VarRef ref;
+    if (ordo_status s = VarRefs::collect_one(vars_, tag_, v, write, &ref)) return s;
+    return push_resolved_as(spec, group, &ref, 1);
+  }
   // push() of an op that route_fast does not place: a GPU op that waits may then follow GPU ops
   // whose events are recorded, and early release may start it at once (engine/early_release.h).
   __attribute__((noinline)) ordo_status push_slow(const OpSpec& spec, const ordo_var* const_vars,
@@ -116,6 +158,11 @@ class PushPath {
   // `refs` come from VarRefs::collect (merged, at most OpBlock::kMaxLinks; sorted by slot
   // address unless a short list of distinct vars).
   ordo_status push_resolved(const OpSpec& spec, WorkerGroup* group, VarRef* refs, size_t n);
+  // push_resolved's body (engine/push_resolved.h), for an OpSpec or a PlainSpec: inlined into
+  // push_resolved and into push_plain's callers.
+  template <class Spec>
+  [[gnu::always_inline]] ordo_status push_resolved_as(const Spec& spec, WorkerGroup* group,
+                                                      VarRef* refs, size_t n);
 
   // A graph launch's bundle (engine/bulk_bundle.h): its carrier, counted as one push, with no
   // links of its own and not yet queued; the launch joins members to it (join_member) and
@@ -135,12 +182,17 @@ class PushPath {
   void refresh_ticks() { recent_ticks_.store(life_ticks(), std::memory_order_relaxed); }
 
  private:
-  void fill(OpBlock* op, const OpSpec& spec, WorkerGroup* group);
+  template <class Spec>
+  [[gnu::always_inline]] void fill(OpBlock* op, const Spec& spec, WorkerGroup* group);
   // This thread's capture of the engine, if it has one open (engine/push_recorder.h).
   [[gnu::noinline, gnu::cold]] PushRecorder* recording() const;
-  bool attach_links(OpBlock* op, size_t n);
+  bool attach_links(OpBlock* op, size_t n) {
+    op->num_links = static_cast<uint16_t>(n);
+    return n <= OpBlock::kInlineLinks || attach_overflow_lines(op, n);
+  }
+  bool attach_overflow_lines(OpBlock* op, size_t n);
   ordo_status enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* ready);
-  ordo_status enqueue_on_var(OpBlock* op, const VarRef& ref, bool* ready);
+  [[gnu::always_inline]] ordo_status enqueue_on_var(OpBlock* op, const VarRef& ref, bool* ready);
   // The submission window and helping pushers (push_helping.cpp).
   void check_throttle(PushLane* lane, bool shared);
   void throttle(PushLane* lane);
@@ -153,6 +205,7 @@ class PushPath {
   Engine* const engine_;
   const WorkerHost* const host_;
   const uint32_t tag_;
+  const uint64_t uid_;
   const int32_t max_pending_;
   const bool pushers_help_;
   const int64_t throttle_check_every_;  // pushes of one lane between two looks at the window
