@@ -97,6 +97,12 @@ class OpRunner {
   // its completion made ready when `self` may run it next (run_user_op runs it at once), else
   // nullptr, with whatever became ready handed on (hand_on for the rare cases).
   OpBlock* finalize_one_var(OpBlock* op, Worker* self);
+  // The same off a worker (an op run inline, or by a helping pusher; `self` nullptr): what the
+  // completion makes ready is handed on as finalize's end would.
+  void finalize_one_var_off_worker(OpBlock* op, Worker* self);
+  // The steps both share: the user data released, the completion counted, the var's access
+  // completed, the block back to the pool. Returns what the var's completion granted.
+  VarSlot::Completion complete_one_var(OpBlock* op, Worker* self);
   void hand_on(const VarSlot::Completion& done, Worker* self);
   // Dispatches the ready ops chained from `ready`, letting `self` keep one (finalize's end).
   void dispatch_ready(OpBlock* ready, Worker* self);
