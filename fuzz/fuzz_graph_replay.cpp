@@ -61,6 +61,7 @@ struct Template {
   Behaviour behaviour = Behaviour::kReturn;
   int32_t code = 0;
   bool with_free = false;
+  bool plain = false;  // pushed with opts NULL (ordo_opr_push's plain path when it has one var)
   std::atomic<int> calls{0};
   std::atomic<int> frees{0};
   std::mutex m;
@@ -128,6 +129,7 @@ class Session {
     t.code = kCodes[how % 5];
     t.behaviour = t.nw > 0 && (how & 0x40) ? Behaviour::kDeferLater : Behaviour::kReturn;
     t.with_free = how & 0x80;
+    t.plain = !t.with_free && (how & 0x20);
   }
 
   ordo_stats stats() {
@@ -139,6 +141,7 @@ class Session {
   }
 
   ordo_status push(Template& t) {
+    if (t.plain) return ordo_opr_push(e_, run_template, &t, t.reads, t.nr, t.writes, t.nw, nullptr);
     ordo_push_opts o;
     ordo_push_opts_init(&o);
     o.name = "tpl";
