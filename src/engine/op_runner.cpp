@@ -443,7 +443,7 @@ __attribute__((always_inline)) inline OpBlock* OpRunner::finalize_one_var(OpBloc
   if (__builtin_expect(done.fired != nullptr || !granted ||
                            granted->next.load(std::memory_order_relaxed) != nullptr,
                        0)) {
-    if (granted != nullptr || done.fired != nullptr) hand_on(done, self);  // a call: rare
+    if (granted != nullptr || done.fired != nullptr) hand_on(done, self);  // rare here
     return nullptr;
   }
   OpBlock* r = granted->op();
@@ -465,7 +465,7 @@ __attribute__((always_inline)) inline OpBlock* OpRunner::finalize_one_var(OpBloc
 __attribute__((always_inline)) inline void OpRunner::finalize_one_var_off_worker(OpBlock* op,
                                                                                  Worker* self) {
   const VarSlot::Completion done = complete_one_var(op, self);
-  if (done.granted != nullptr || done.fired != nullptr) hand_on(done, self);  // a call: rare
+  if (done.granted != nullptr || done.fired != nullptr) hand_on(done, self);
 }
 
 __attribute__((always_inline)) inline VarSlot::Completion OpRunner::complete_one_var(OpBlock* op,
@@ -481,7 +481,10 @@ __attribute__((always_inline)) inline VarSlot::Completion OpRunner::complete_one
   return done;
 }
 
-// finalize_one_var's rare ends: several readers granted, or a wait mark fired. Out of line.
+// What a one-var completion made ready, handed on as finalize's end does: finalize_one_var's
+// rare ends (several readers granted, a wait mark fired, a successor not kept) and every end of
+// finalize_one_var_off_worker. Out of line, and called only when something was granted: inlined
+// into both, gcc outlined other code of execute instead (per_device A +20 instructions per op).
 __attribute__((noinline)) void OpRunner::hand_on(const VarSlot::Completion& done, Worker* self) {
   ReadyList ready;
   settle_grants(done.granted, [&ready](OpBlock* r) { ready.add(r); });

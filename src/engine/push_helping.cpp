@@ -1,5 +1,7 @@
 // The submission window (ordo_engine_config.max_pending) and pushing threads that run ops
-// (ORDO_ENGINE_FLAG_PUSHERS_HELP, and every op without a group, which runs inside its push).
+// (ORDO_ENGINE_FLAG_PUSHERS_HELP, and every op without a group, which runs inside its push). The
+// two pieces every such push runs, as_helper and run_inline_on_pusher, are in push_resolved.h,
+// inlined into both instances of the push.
 //
 // A pusher far ahead of the workers fills memory with op blocks that have gone cold by the time
 // they run, and on a machine with more threads than cores it takes CPU from the workers; waiting
