@@ -9,6 +9,7 @@
  * Callbacks never assert: they record into atomics and the test thread asserts afterwards.
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -156,4 +157,190 @@ Test(inline_runs, a_traced_engine_hands_on_every_kind_of_successor) {
       unlink(path);
     }
   }
+}
+
+/* ---- The naive pusher's own run of the op it made ready (OpRunner::run_inline_helping) ----
+ * A push outside every op that makes its op ready runs it at once on the pushing thread, counts
+ * its completion on the thread's lane without a batch, and announces it as it returns. These
+ * tests check the counts after each kind of run (success, failure, deferral, a completion of
+ * another op from inside the callback, nested pushes) and that a waiter on another thread is
+ * woken by the pusher's last completion. */
+
+typedef struct completer {
+  tu_deferred* d; /* the deferred op this callback completes */
+  atomic_int ran;
+} completer;
+
+static int32_t complete_other_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  completer* c = ud;
+  ordo_complete(atomic_load(&c->d->completion), 0, NULL);
+  atomic_fetch_add(&c->ran, 1);
+  return 0;
+}
+
+static int32_t fail_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  atomic_fetch_add((atomic_int*)ud, 1);
+  return 5;
+}
+
+typedef struct nester {
+  ordo_engine* e;
+  ordo_var v;
+  atomic_int count; /* what the nested ops count */
+  atomic_int push_errors;
+} nester;
+
+static int32_t push_three_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  nester* n = ud;
+  for (int i = 0; i < 3; ++i) {
+    if (ordo_opr_push(n->e, tu_count_fn, &n->count, NULL, 0, &n->v, 1, NULL) != ORDO_OK) {
+      atomic_fetch_add(&n->push_errors, 1);
+    }
+  }
+  return 0;
+}
+
+static void expect_counts(ordo_engine* e, uint64_t pushed, uint64_t pending, const char* when) {
+  ordo_stats st;
+  memset(&st, 0, sizeof st);
+  st.struct_size = sizeof st;
+  ST(ordo_engine_stats(e, &st), ORDO_OK);
+  cr_assert_eq(st.pushed, pushed, "%s: %llu pushed, want %llu", when, (unsigned long long)st.pushed,
+               (unsigned long long)pushed);
+  cr_assert_eq(st.pending, pending, "%s: %llu pending, want %llu", when,
+               (unsigned long long)st.pending, (unsigned long long)pending);
+  /* A poll: the pending count the waits see is the same one (once a var carries a failure,
+   * a wait for all work that finds none pending returns ORDO_ERR_OP_FAILED). */
+  const ordo_status polled = ordo_wait_for_all_timeout(e, 0);
+  if (pending == 0) {
+    cr_assert(polled == ORDO_OK || polled == ORDO_ERR_OP_FAILED, "%s: a poll returned %s", when,
+              ordo_status_string(polled));
+  } else {
+    cr_assert_eq(polled, ORDO_ERR_TIMEOUT, "%s: a poll returned %s, want a timeout", when,
+                 ordo_status_string(polled));
+  }
+}
+
+static void every_kind_of_run_on_the_pusher(const ordo_push_opts* opts, const char* what) {
+  ordo_engine* e = NULL;
+  g_kind = ORDO_ENGINE_NAIVE;
+  ST(tu_engine_create(ORDO_ENGINE_NAIVE, 0, &e), ORDO_OK);
+  ordo_var a = new_var(e), b = new_var(e), c = new_var(e), d = new_var(e);
+  atomic_int count = 0, failed = 0;
+  char when[96];
+
+  ST(ordo_opr_push(e, tu_count_fn, &count, NULL, 0, &a, 1, opts), ORDO_OK);
+  snprintf(when, sizeof when, "%s, after a success", what);
+  expect_counts(e, 1, 0, when);
+
+  ST(ordo_opr_push(e, fail_fn, &failed, NULL, 0, &b, 1, opts), ORDO_OK);
+  snprintf(when, sizeof when, "%s, after a failure", what);
+  expect_counts(e, 2, 0, when); /* its poll reports the failure, and clears the record */
+  ST(ordo_wait_for_var(e, b), ORDO_ERR_OP_FAILED);
+
+  tu_deferred dd;
+  tu_deferred_init(&dd);
+  ST(ordo_opr_push(e, tu_defer_fn, &dd, NULL, 0, &c, 1, opts), ORDO_OK);
+  snprintf(when, sizeof when, "%s, after a deferral", what);
+  expect_counts(e, 3, 1, when);
+  cr_assert_neq(tu_deferred_wait(&dd, 1000), 0, "%s: the op did not defer", what);
+
+  /* This op's callback completes the deferred one: both are done when its push returns. */
+  completer cp = {&dd, 0};
+  ST(ordo_opr_push(e, complete_other_fn, &cp, NULL, 0, &d, 1, opts), ORDO_OK);
+  snprintf(when, sizeof when, "%s, after a completion from a callback", what);
+  expect_counts(e, 4, 0, when);
+
+  /* Three pushes from inside the op queue behind it and run before its push returns. */
+  nester n = {e, a, 0, 0};
+  ST(ordo_opr_push(e, push_three_fn, &n, NULL, 0, &d, 1, opts), ORDO_OK);
+  cr_assert_eq(atomic_load(&n.push_errors), 0, "%s: a nested push failed", what);
+  cr_assert_eq(atomic_load(&n.count), 3, "%s: %d nested ops ran when the push returned, want 3",
+               what, atomic_load(&n.count));
+  snprintf(when, sizeof when, "%s, after nested pushes", what);
+  expect_counts(e, 8, 0, when);
+
+  /* A second deferral, completed from this thread (no op on the stack). */
+  tu_deferred d2;
+  tu_deferred_init(&d2);
+  ST(ordo_opr_push(e, tu_defer_fn, &d2, NULL, 0, &a, 1, opts), ORDO_OK);
+  ST(ordo_opr_push(e, tu_count_fn, &count, NULL, 0, &a, 1, opts), ORDO_OK); /* queued behind */
+  snprintf(when, sizeof when, "%s, with a deferred op and one behind it", what);
+  expect_counts(e, 10, 2, when);
+  ST(ordo_complete(tu_deferred_wait(&d2, 1000), 0, NULL), ORDO_OK);
+  snprintf(when, sizeof when, "%s, after completing it", what);
+  expect_counts(e, 10, 0, when);
+
+  cr_assert_eq(atomic_load(&count), 2, "%s: %d counting ops ran, want 2", what,
+               atomic_load(&count));
+  cr_assert_eq(atomic_load(&failed), 1, "%s: the failing op ran %d times", what,
+               atomic_load(&failed));
+  cr_assert_eq(atomic_load(&cp.ran), 1, "%s: the completing op ran %d times", what,
+               atomic_load(&cp.ran));
+  ST(ordo_wait_for_all(e), ORDO_OK); /* the poll after the failure reported (and cleared) it */
+  destroy_engine(e);
+}
+
+Test(inline_runs, a_naive_pusher_counts_every_kind_of_run) {
+  every_kind_of_run_on_the_pusher(NULL, "plain pushes"); /* ordo_opr_push's plain path */
+  ordo_push_opts o = tu_opts_named("named");
+  every_kind_of_run_on_the_pusher(&o, "pushes with options"); /* the general path */
+}
+
+typedef struct last_op {
+  ordo_engine* e;
+  atomic_int go;      /* the op runs: the waiter may start */
+  atomic_int waiting; /* the waiter is about to wait */
+  atomic_int status;
+  atomic_llong waited_ms;
+} last_op;
+
+static void* wait_for_all_thread(void* arg) {
+  last_op* l = arg;
+  tu_wait_ge(&l->go, 1, 5000);
+  atomic_store(&l->waiting, 1);
+  uint64_t t0 = tu_now_ms();
+  atomic_store(&l->status, ordo_wait_for_all_timeout(l->e, TU_MS_NS(5000)));
+  atomic_store(&l->waited_ms, (long long)(tu_now_ms() - t0));
+  return NULL;
+}
+
+/* The only op pending, run by its pusher: it lets the waiter start, and returns once the
+ * waiter is (nearly always) asleep in its wait. Nothing completes after it, so only the
+ * pusher's announcement of its completion can wake the waiter before the wait times out. */
+static int32_t hold_until_waiting_fn(ordo_exec* exec, void* ud) {
+  (void)exec;
+  last_op* l = ud;
+  atomic_store(&l->go, 1);
+  tu_wait_ge(&l->waiting, 1, 5000);
+  tu_sleep_ms(20);
+  return 0;
+}
+
+Test(inline_runs, a_waiter_wakes_when_a_naive_pusher_completes_the_last_op) {
+  ordo_engine* e = NULL;
+  g_kind = ORDO_ENGINE_NAIVE;
+  ST(tu_engine_create(ORDO_ENGINE_NAIVE, 0, &e), ORDO_OK);
+  ordo_var v = new_var(e);
+  for (int round = 0; round < 10; ++round) {
+    last_op l;
+    l.e = e;
+    atomic_init(&l.go, 0);
+    atomic_init(&l.waiting, 0);
+    atomic_init(&l.status, -1);
+    atomic_init(&l.waited_ms, -1);
+    pthread_t waiter;
+    cr_assert_eq(pthread_create(&waiter, NULL, wait_for_all_thread, &l), 0);
+    ST(ordo_opr_push(e, hold_until_waiting_fn, &l, NULL, 0, &v, 1, NULL), ORDO_OK);
+    pthread_join(waiter, NULL);
+    /* A wait that nobody woke also returns ORDO_OK, when its timeout ends and it finds nothing
+     * pending: it must have been woken long before. */
+    cr_assert(atomic_load(&l.status) == ORDO_OK && atomic_load(&l.waited_ms) < 2500,
+              "round %d: the wait returned %s after %lld ms (not woken by the pusher)", round,
+              ordo_status_string(atomic_load(&l.status)), (long long)atomic_load(&l.waited_ms));
+  }
+  destroy_engine(e);
 }

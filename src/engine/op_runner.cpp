@@ -193,6 +193,15 @@ void OpRunner::dispatch_chain(OpBlock* ready) {
 
 template <bool kTraced, bool kGpu, bool kOnWorker>
 void OpRunner::run_user_op(OpBlock* op, Worker* self) {
+  run_user_op_body<kTraced, kGpu, kOnWorker, false>(op, self, nullptr);
+}
+
+// run_user_op's body. kHelping: run by run_inline_helping, for the pusher that made it ready
+// (`self` nullptr, untraced, on the CPU), which counts its completion at `at`; its var's line
+// is in this core's cache already (the push arrived on it), so it is not prefetched.
+template <bool kTraced, bool kGpu, bool kOnWorker, bool kHelping>
+__attribute__((always_inline)) inline void OpRunner::run_user_op_body(OpBlock* op, Worker* self,
+                                                                      const CompletionSite* at) {
 next_op:  // the successor finalize_one_var handed back: run here, not through the worker's loop
   op->set_state(OpState::kRunning);
   // The vars' lines, fetched for finalize, and the first error among them: for one var (most
@@ -200,7 +209,7 @@ next_op:  // the successor finalize_one_var handed back: run here, not through t
   ErrorRecord* inherited;
   if (__builtin_expect(op->num_links == 1, 1)) {
     VarSlot* v = op->inline_lines[0].link[0].var();
-    prefetch_for_write(v);  // the state word, CASed at completion
+    if (!kHelping) prefetch_for_write(v);  // the state word, CASed at completion
     inherited = v->current_error();
   } else {
     for_each_link(op, [](VarLink& l) {
@@ -265,7 +274,7 @@ next_op:  // the successor finalize_one_var handed back: run here, not through t
       op = finalize_one_var(op, self);
       if (op) goto next_op;
     } else {
-      finalize_one_var_off_worker(op, self);
+      finalize_one_var_off_worker<kHelping>(op, kHelping ? *at : completion_site(self), self);
     }
   } else {
     finalize(op, failure, self);
@@ -438,7 +447,7 @@ __attribute__((always_inline)) inline OpBlock* OpRunner::finalize_as(OpBlock* op
 // clock). Anything else the completion hands on goes out as finalize's would.
 __attribute__((always_inline)) inline OpBlock* OpRunner::finalize_one_var(OpBlock* op,
                                                                           Worker* self) {
-  const VarSlot::Completion done = complete_one_var(op, self);
+  const VarSlot::Completion done = complete_one_var<false>(op, completion_site(self), self);
   VarLink* granted = done.granted;
   if (__builtin_expect(done.fired != nullptr || !granted ||
                            granted->next.load(std::memory_order_relaxed) != nullptr,
@@ -462,18 +471,23 @@ __attribute__((always_inline)) inline OpBlock* OpRunner::finalize_one_var(OpBloc
 // Off a worker, nothing is kept: an op run inline (the naive engine, on the pusher) or by a
 // helping pusher hands on what its completion made ready, as finalize does (naive B 605.4 ->
 // 530.4 instructions per op, callgrind).
-__attribute__((always_inline)) inline void OpRunner::finalize_one_var_off_worker(OpBlock* op,
-                                                                                 Worker* self) {
-  const VarSlot::Completion done = complete_one_var(op, self);
+template <bool kAnnouncedByCaller>
+__attribute__((always_inline)) inline void OpRunner::finalize_one_var_off_worker(
+    OpBlock* op, const CompletionSite& at, Worker* self) {
+  const VarSlot::Completion done = complete_one_var<kAnnouncedByCaller>(op, at, self);
   if (done.granted != nullptr || done.fired != nullptr) hand_on(done, self);
 }
 
-__attribute__((always_inline)) inline VarSlot::Completion OpRunner::complete_one_var(OpBlock* op,
-                                                                                     Worker* self) {
+template <bool kAnnouncedByCaller>
+__attribute__((always_inline)) inline VarSlot::Completion OpRunner::complete_one_var(
+    OpBlock* op, const CompletionSite& at, Worker* self) {
   release_user_data(op, nullptr, self);  // before waiters can wake, as in finalize
-  const CompletionSite at = completion_site(self);
-  counts_.begin_release(at.lane);  // counted before the var is released: see finalize
-  counts_.note_completed(at);
+  counts_.begin_release(at.lane);        // counted before the var is released: see finalize
+  if (kAnnouncedByCaller) {
+    at.lane->count_completion();  // run_inline_helping announces it, with no batch to count
+  } else {
+    counts_.note_completed(at);
+  }
   const VarLink& l = op->inline_lines[0].link[0];
   const VarSlot::Completion done = l.var()->complete(l);
   pool_.release(op, at.cache);
@@ -602,6 +616,73 @@ void OpRunner::run_inline(OpBlock* op) {
     throw;
   }
   tls_inline = outer;
+}
+
+// The pusher is outside every op, so no inline loop of this engine is on its stack (a loop runs
+// its ops under a BusyScope): the op starts one. It is nearly always a caller's CPU op, which
+// runs here without execute's tests of its kind, its device and the tracer, and counts its
+// completion on the lane without a batch and without looking the site up. The helper is made
+// this thread's only for what looks it up: execute's ops (the other kinds, the ops queued
+// behind). A completion of another op on this thread meanwhile (an ordo_complete from the
+// callback) is counted on the shared counter, which is as right. All this took naive B from
+// 530.4 to 445.4 instructions per op (callgrind; docs/PERFORMANCE.md, "The naive pusher's own
+// run").
+void OpRunner::run_inline_helping(OpBlock* op, PushLane* lane) {
+  if (lane == nullptr) __builtin_unreachable();  // the counts' tests of it fold away
+  InlineQueue q;
+  q.runner = this;
+  InlineQueue* const outer_queue = tls_inline;
+  tls_inline = &q;
+  this_thread::Helper helper;
+  this_thread::Helper* outer_helper = nullptr;
+  bool installed = false;
+  auto install = [&] {
+    helper = {engine_, lane, 0};
+    outer_helper = this_thread::helper;
+    this_thread::helper = &helper;
+    installed = true;
+  };
+  auto pop = [&q] {
+    OpBlock* r = q.head;
+    q.head = r->next;
+    if (!q.head) q.tail = nullptr;
+    return r;
+  };
+  // What was completed on the lane is announced at the end, whatever it was (the first op
+  // counts its completion with no batch): this thread may not push again, and a waiter must
+  // not miss the last op.
+  auto end = [&] {
+    tls_inline = outer_queue;
+    if (installed) this_thread::helper = outer_helper;
+    counts_.announce_lane();
+  };
+  try {
+    if (__builtin_expect(
+            tracer_ == nullptr && op->kind == OpKind::kUser && op->device_type == ORDO_DEVICE_CPU,
+            1)) {
+      this_thread::OutermostBusyScope busy(engine_);  // as execute() marks it
+      const CompletionSite at{lane, nullptr, &lane->cache};
+      run_user_op_body<false, false, false, true>(op, nullptr, &at);
+    } else {
+      install();
+      execute(op, nullptr);
+    }
+    if (__builtin_expect(q.head != nullptr, 0)) {
+      if (!installed) install();
+      do execute(pop(), nullptr);
+      while (q.head);
+    }
+  } catch (...) {  // only a forced unwind gets out of an op's run
+    // A callback ended the thread, which runs no caller code any more (deferred_calls.h): what
+    // it would have run inline fails without being called.
+    {
+      ForcedUnwindScope no_caller_code;
+      while (q.head) skip_unwound(pop());
+    }
+    end();
+    throw;
+  }
+  end();
 }
 
 // finalize() inside a forced unwind's handler (engine/forced_unwind.cpp). The ops it makes

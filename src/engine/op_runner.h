@@ -64,6 +64,12 @@ class OpRunner {
   void early_pushed(const VarRef* refs, size_t n);
   // Runs an op with no group on this thread; queued behind the one running when nested.
   void run_inline(OpBlock* op);
+  // run_inline() on a pushing thread outside every op (this_thread::on_an_op_stack() false),
+  // as a helper on its own `lane` (not nullptr): the op and the inline ops it makes ready count
+  // their completions on the lane and return their blocks to its magazine, as a worker's do,
+  // and what they completed is announced at the end (PushPath::run_inline_on_pusher;
+  // docs/PERFORMANCE.md, "Naive pushers on their own lanes").
+  void run_inline_helping(OpBlock* op, PushLane* lane);
   // ordo_exec_defer and ordo_complete.
   ordo_status defer(OpBlock* op, ordo_completion* out);
   ordo_status complete(uint32_t gen, uint32_t index, int32_t code, const char* message);
@@ -85,6 +91,8 @@ class OpRunner {
   // may hand back a successor, which this call then runs too.
   template <bool kTraced, bool kGpu, bool kOnWorker = false>
   void run_user_op(OpBlock* op, Worker* self);
+  template <bool kTraced, bool kGpu, bool kOnWorker, bool kHelping>
+  void run_user_op_body(OpBlock* op, Worker* self, const CompletionSite* at);
   // After a GPU op's callback returned: defers the op and records its event (a failed record
   // completes it at once, failed with the device's message).
   void track_gpu(OpBlock* op, StreamManager* gpu);
@@ -97,12 +105,19 @@ class OpRunner {
   // its completion made ready when `self` may run it next (run_user_op runs it at once), else
   // nullptr, with whatever became ready handed on (hand_on for the rare cases).
   OpBlock* finalize_one_var(OpBlock* op, Worker* self);
-  // The same off a worker (an op run inline, or by a helping pusher; `self` nullptr): what the
-  // completion makes ready is handed on as finalize's end would.
-  void finalize_one_var_off_worker(OpBlock* op, Worker* self);
-  // The steps both share: the user data released, the completion counted, the var's access
-  // completed, the block back to the pool. Returns what the var's completion granted.
-  VarSlot::Completion complete_one_var(OpBlock* op, Worker* self);
+  // The same off a worker's untraced loop (an op run inline, by a helping pusher, or traced),
+  // counted at `at`: what the completion makes ready is handed on as finalize's end would.
+  // kAnnouncedByCaller: see complete_one_var.
+  template <bool kAnnouncedByCaller>
+  [[gnu::always_inline]] void finalize_one_var_off_worker(OpBlock* op, const CompletionSite& at,
+                                                          Worker* self);
+  // The steps both share: the user data released, the completion counted at `at`, the var's
+  // access completed, the block back to the pool. Returns what the var's completion granted.
+  // kAnnouncedByCaller: counted on at.lane alone, not in a batch (at.unflushed is nullptr):
+  // the caller announces it (run_inline_helping).
+  template <bool kAnnouncedByCaller>
+  [[gnu::always_inline]] VarSlot::Completion complete_one_var(OpBlock* op, const CompletionSite& at,
+                                                              Worker* self);
   void hand_on(const VarSlot::Completion& done, Worker* self);
   // Dispatches the ready ops chained from `ready`, letting `self` keep one (finalize's end).
   void dispatch_ready(OpBlock* ready, Worker* self);

@@ -109,15 +109,6 @@ void PendingCounts::add_completed(int64_t n) {
   announce_completions();
 }
 
-void PendingCounts::announce_batch(uint32_t* unflushed) {
-  if (*unflushed == 0) return;
-  *unflushed = 0;
-  // The lane owner's half of the handshake with a waiter: its counts were stored, then it looks
-  // for waiters; a waiter registers, then reads the counts (one of the two sees the other).
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  announce_completions();
-}
-
 // Wakes a waiter only once what it waits for holds: a throttled pusher waits for half the
 // window to drain, and a wait for all work for nothing to be pending. Waking it on every batch
 // instead cost a futex wake on a worker and a futex wait on the pusher per batch (see

@@ -67,7 +67,23 @@ class PendingCounts {
   // back, and a waiter that saw it pending must be told.
   void push_backed_out();
   // Tells waiters about the completions a lane counted since the last time (`*unflushed`).
-  void announce_batch(uint32_t* unflushed);
+  // Inline up to the look for waiters: a pusher that runs its ops inline (the naive engine)
+  // announces after every push, and with nobody waiting that is a fence and two loads.
+  void announce_batch(uint32_t* unflushed) {
+    if (*unflushed == 0) return;
+    *unflushed = 0;
+    announce_lane();
+  }
+  // The lane owner's half of the handshake with a waiter: its counts were stored, then it looks
+  // for waiters; a waiter registers, then reads the counts (one of the two sees the other).
+  // announce_batch's end; called alone by a pusher that counted an op it ran inline without
+  // `unflushed` (OpRunner::run_inline_helping).
+  void announce_lane() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (throttle_wake_.has_waiters() || idle_waiters_.load(std::memory_order_seq_cst) != 0) {
+      announce_completions();
+    }
+  }
   // The span between counting an op completed and releasing its vars, which waits for all work
   // wait out (wait_for_releases): a worker or a helping pusher marks it on its lane, other
   // threads on a shared count.

@@ -132,7 +132,8 @@ inline ordo_status PushPath::enqueue_on_var(OpBlock* op, const VarRef& ref, bool
 // (OpRunner::completion_site), so helping costs no shared atomic per op. What was completed is
 // announced at the end: this thread may not push again, and a waiter must not miss the last op.
 // Never nested: helping starts only from a push made outside any op (check_throttle,
-// run_on_pusher, run_inline_on_pusher), and a helped op runs inside one.
+// run_on_pusher; run_inline_on_pusher's OpRunner::run_inline_helping helps the same way), and a
+// helped op runs inside one.
 template <class F>
 inline void PushPath::as_helper(PushLane* lane, F&& run) {
   this_thread::Helper helper{host_, lane, 0};
@@ -155,13 +156,15 @@ inline void PushPath::as_helper(PushLane* lane, F&& run) {
 // of deletes, clears and waits) runs inside its push. Run as a helper, it and the inline ops it
 // makes ready count their completions on the pushing thread's lane and return their blocks to
 // its magazine, as a worker's do: pushers on two threads then share no counter and no pool
-// shard (docs/PERFORMANCE.md, "Naive pushers on their own lanes"). Not as a helper from inside
-// an op (helping never nests; the op is queued behind the running one) nor on the shared lane
-// (nullptr: a helper needs a lane of its own). Inlined into both instances of push_resolved_as:
-// it is on every push of the naive engine, and a call costs one 14 instructions (callgrind).
+// shard (docs/PERFORMANCE.md, "Naive pushers on their own lanes"); OpRunner::run_inline_helping
+// runs it so, with the first op's run cut short (docs/PERFORMANCE.md, "The naive pusher's own
+// run"). Not as a helper from inside an op (helping never nests; the op is queued behind the
+// running one) nor on the shared lane (nullptr: a helper needs a lane of its own). Inlined into
+// both instances of push_resolved_as: it is on every push of the naive engine, and a call costs
+// one 14 instructions (callgrind).
 inline void PushPath::run_inline_on_pusher(OpBlock* op, PushLane* lane) {
   if (lane && !this_thread::on_an_op_stack()) {
-    as_helper(lane, [&] { runner_.run_inline(op); });
+    runner_.run_inline_helping(op, lane);
   } else {
     runner_.run_inline(op);
   }

@@ -60,6 +60,20 @@ class BusyScope {
   const bool entered_;
 };
 
+// BusyScope on a thread known to be outside every op (on_an_op_stack() is false, so
+// busy_depth is 0): the first frame, without the bound test (PushPath's inline run of a pushed
+// op, OpRunner::run_inline_helping).
+class OutermostBusyScope {
+ public:
+  explicit OutermostBusyScope(const WorkerHost* engine) {
+    busy[0] = engine;
+    busy_depth = 1;
+  }
+  ~OutermostBusyScope() { busy_depth = 0; }
+  OutermostBusyScope(const OutermostBusyScope&) = delete;
+  OutermostBusyScope& operator=(const OutermostBusyScope&) = delete;
+};
+
 // True when an op (or free_fn) of `engine` runs on this thread, or this thread is its worker.
 bool busy_with(const WorkerHost* engine);
 
