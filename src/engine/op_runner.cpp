@@ -27,6 +27,12 @@ struct InlineQueue {
   const OpRunner* runner = nullptr;
   OpBlock* head = nullptr;
   OpBlock* tail = nullptr;
+  OpBlock* pop() {  // head is not nullptr
+    OpBlock* r = head;
+    head = r->next;
+    if (!head) tail = nullptr;
+    return r;
+  }
 };
 ORDO_HOT_TLS InlineQueue* tls_inline = nullptr;
 
@@ -599,19 +605,13 @@ void OpRunner::run_inline(OpBlock* op) {
   q.head = q.tail = op;
   InlineQueue* outer = tls_inline;
   tls_inline = &q;
-  auto pop = [&q] {
-    OpBlock* r = q.head;
-    q.head = r->next;
-    if (!q.head) q.tail = nullptr;
-    return r;
-  };
   try {
-    while (q.head) execute(pop(), current_worker());
+    while (q.head) execute(q.pop(), current_worker());
   } catch (...) {  // only a forced unwind gets out of an op's run
     // A callback ended the thread, which runs no caller code any more (deferred_calls.h): what
     // it would have run inline fails without being called.
     ForcedUnwindScope no_caller_code;
-    while (q.head) skip_unwound(pop());
+    while (q.head) skip_unwound(q.pop());
     tls_inline = outer;
     throw;
   }
@@ -642,12 +642,6 @@ void OpRunner::run_inline_helping(OpBlock* op, PushLane* lane) {
     this_thread::helper = &helper;
     installed = true;
   };
-  auto pop = [&q] {
-    OpBlock* r = q.head;
-    q.head = r->next;
-    if (!q.head) q.tail = nullptr;
-    return r;
-  };
   // What was completed on the lane is announced at the end, whatever it was (the first op
   // counts its completion with no batch): this thread may not push again, and a waiter must
   // not miss the last op.
@@ -669,7 +663,7 @@ void OpRunner::run_inline_helping(OpBlock* op, PushLane* lane) {
     }
     if (__builtin_expect(q.head != nullptr, 0)) {
       if (!installed) install();
-      do execute(pop(), nullptr);
+      do execute(q.pop(), nullptr);
       while (q.head);
     }
   } catch (...) {  // only a forced unwind gets out of an op's run
@@ -677,7 +671,7 @@ void OpRunner::run_inline_helping(OpBlock* op, PushLane* lane) {
     // it would have run inline fails without being called.
     {
       ForcedUnwindScope no_caller_code;
-      while (q.head) skip_unwound(pop());
+      while (q.head) skip_unwound(q.pop());
     }
     end();
     throw;
@@ -700,11 +694,7 @@ void OpRunner::finalize_unwinding(OpBlock* op, ErrorRecord* failure, Worker* sel
   InlineQueue* outer = tls_inline;
   tls_inline = &q;
   finish(op, failure, self);
-  while (OpBlock* r = q.head) {
-    q.head = r->next;
-    if (!q.head) q.tail = nullptr;
-    skip_unwound(r);
-  }
+  while (q.head) skip_unwound(q.pop());
   tls_inline = outer;
 }
 

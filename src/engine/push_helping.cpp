@@ -1,6 +1,6 @@
 // The submission window (ordo_engine_config.max_pending) and pushing threads that run ops
 // (ORDO_ENGINE_FLAG_PUSHERS_HELP, and every op without a group, which runs inside its push). The
-// two pieces every such push runs, as_helper and run_inline_on_pusher, are in push_resolved.h,
+// piece every push of an op without a group runs, run_inline_on_pusher, is in push_resolved.h,
 // inlined into both instances of the push.
 //
 // A pusher far ahead of the workers fills memory with op blocks that have gone cold by the time
@@ -10,7 +10,6 @@
 #include <algorithm>
 
 #include "engine/push_path.h"
-#include "engine/push_resolved.h"
 #include "engine/thread_state.h"
 
 namespace ordo {
@@ -43,6 +42,31 @@ void PushPath::check_throttle(PushLane* lane, bool shared) {
 void PushPath::throttle(PushLane* lane) {
   if (pushers_help_ && !this_thread::on_an_op_stack() && help_while_throttled(lane)) return;
   counts_.wait_for_window();
+}
+
+// Runs `run` (which executes ops) as a helper on this pushing thread: meanwhile finalize counts
+// the completions on `lane` and returns the blocks to its magazine, as a worker's go to its own
+// (OpRunner::completion_site), so helping costs no shared atomic per op. What was completed is
+// announced at the end: this thread may not push again, and a waiter must not miss the last op.
+// Never nested: helping starts only from a push made outside any op (check_throttle,
+// run_on_pusher; an inline op's push helps the same way in OpRunner::run_inline_helping), and a
+// helped op runs inside one.
+template <class F>
+void PushPath::as_helper(PushLane* lane, F&& run) {
+  this_thread::Helper helper{host_, lane, 0};
+  this_thread::Helper* const outer = this_thread::helper;
+  this_thread::helper = &helper;
+  try {
+    run();
+  } catch (...) {
+    // A callback ended the thread (a forced unwind, the only exception that gets out of an op's
+    // run): its completions must still be announced.
+    this_thread::helper = outer;
+    counts_.announce_batch(&helper.unflushed);
+    throw;
+  }
+  this_thread::helper = outer;
+  counts_.announce_batch(&helper.unflushed);
 }
 
 // A throttled pusher runs ready ops of the normal CPU group itself instead of sleeping while the

@@ -193,8 +193,8 @@ class PushPath {
   bool attach_overflow_lines(OpBlock* op, size_t n);
   ordo_status enqueue_on_vars(OpBlock* op, VarRef* refs, size_t n, bool* ready);
   [[gnu::always_inline]] ordo_status enqueue_on_var(OpBlock* op, const VarRef& ref, bool* ready);
-  // The submission window and helping pushers (push_helping.cpp; as_helper and
-  // run_inline_on_pusher in push_resolved.h).
+  // The submission window and helping pushers (push_helping.cpp; run_inline_on_pusher in
+  // push_resolved.h).
   void check_throttle(PushLane* lane, bool shared);
   void throttle(PushLane* lane);
   template <class F>

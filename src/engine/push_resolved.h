@@ -127,31 +127,6 @@ inline ordo_status PushPath::enqueue_on_var(OpBlock* op, const VarRef& ref, bool
   return ORDO_OK;
 }
 
-// Runs `run` (which executes ops) as a helper on this pushing thread: meanwhile finalize counts
-// the completions on `lane` and returns the blocks to its magazine, as a worker's go to its own
-// (OpRunner::completion_site), so helping costs no shared atomic per op. What was completed is
-// announced at the end: this thread may not push again, and a waiter must not miss the last op.
-// Never nested: helping starts only from a push made outside any op (check_throttle,
-// run_on_pusher; run_inline_on_pusher's OpRunner::run_inline_helping helps the same way), and a
-// helped op runs inside one.
-template <class F>
-inline void PushPath::as_helper(PushLane* lane, F&& run) {
-  this_thread::Helper helper{host_, lane, 0};
-  this_thread::Helper* const outer = this_thread::helper;
-  this_thread::helper = &helper;
-  try {
-    run();
-  } catch (...) {
-    // A callback ended the thread (a forced unwind, the only exception that gets out of an op's
-    // run): its completions must still be announced.
-    this_thread::helper = outer;
-    counts_.announce_batch(&helper.unflushed);
-    throw;
-  }
-  this_thread::helper = outer;
-  counts_.announce_batch(&helper.unflushed);
-}
-
 // An op with no group (every op of the naive engine, an ORDO_PROP_ASYNC op, the internal ops
 // of deletes, clears and waits) runs inside its push. Run as a helper, it and the inline ops it
 // makes ready count their completions on the pushing thread's lane and return their blocks to
